@@ -1,0 +1,35 @@
+# The kit's build and test entry points. `make test` is the full suite (host, then the lab VM);
+# `make check` is the fast host-only subset.
+PYTHON ?= python3
+VM_TIMEOUT ?= 3000
+
+.PHONY: check test host-tests kmod-test kmod-build vm-image vm-test vm-shell clean help
+
+help:
+	@echo "make check      host-only tests (fast)"
+	@echo "make test       host tests, kernel-module builds, then the in-VM suite (builds the QEMU image)"
+	@echo "make vm-image   build (or reuse) the QEMU lab image"
+	@echo "make vm-test    run the in-VM suite only"
+
+check: host-tests kmod-test
+
+host-tests:
+	$(PYTHON) -m pytest -q tests/host
+
+kmod-test:
+	@if [ -f kmod/Makefile ]; then $(MAKE) -C kmod test; else echo "kmod/: no modules yet"; fi
+
+kmod-build:
+	@if [ -f kmod/Makefile ]; then $(MAKE) -C kmod build-all; else echo "kmod/: no modules yet"; fi
+
+vm-image:
+	vm/build-image.sh
+
+vm-test: vm-image
+	vm/run.sh --timeout $(VM_TIMEOUT) -- python3 -m pytest -v -p no:cacheprovider tests/vm
+
+test: check kmod-build vm-test
+
+clean:
+	@if [ -f kmod/Makefile ]; then $(MAKE) -C kmod clean; fi
+	rm -rf .pytest_cache

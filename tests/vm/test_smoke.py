@@ -1,0 +1,105 @@
+"""Smoke tests of the lab VM itself: real qdiscs, real congestion controls, Mininet.
+
+1. sender -> router -> receiver, the router's egress towards the receiver shaped to 10 Mbit/s,
+   50 ms one-way delay and 2 % loss (the data direction only). iperf3 runs reno, cubic, vegas
+   and bbr; the algorithm each flow really used is read from its socket, and BBR, which does not
+   treat random loss as congestion, must get more than twice Cubic's goodput.
+2. Mininet starts a two-host topology without Open vSwitch and passes pingall.
+"""
+import re
+import threading
+import time
+
+import pytest
+
+from netns import Path, iperf3_json, ns
+
+CCAS = ("reno", "cubic", "vegas", "bbr")
+DURATION = 15
+
+
+def _watch_cc(path, seen, stop):
+    """Record the congestion control of the busiest socket towards iperf3's port, from ss."""
+    while not stop.is_set():
+        socks = path.sockets(path.snd)
+        best = None
+        for s in socks:
+            info = " ".join(s.get("info", []))
+            m = re.search(r"bytes_acked:(\d+)", info)
+            acked = int(m.group(1)) if m else 0
+            if best is None or acked > best[0]:
+                best = (acked, s.get("info", [""])[0])
+        if best and best[0] > 0:
+            seen.append(best[1])
+        time.sleep(0.5)
+
+
+@pytest.fixture(scope="module")
+def lossy_path():
+    with Path() as p:
+        p.shape_data("rate", "10mbit", "delay", "50ms", "loss", "2%", "limit", "1000")
+        p.spawn(p.rcv, "iperf3", "-s")
+        time.sleep(1)
+        yield p
+
+
+@pytest.fixture(scope="module")
+def goodputs(lossy_path):
+    results = {}
+    for cca in CCAS:
+        seen, stop = [], threading.Event()
+        t = threading.Thread(target=_watch_cc, args=(lossy_path, seen, stop))
+        t.start()
+        try:
+            data = iperf3_json(lossy_path, "-t", str(DURATION), "-C", cca)
+        finally:
+            stop.set()
+            t.join()
+        mbps = data["end"]["sum_received"]["bits_per_second"] / 1e6
+        results[cca] = {"mbps": mbps, "ss": seen,
+                        "reported": data["end"].get("sender_tcp_congestion")}
+        print(f"{cca:>6}: {mbps:6.2f} Mbit/s, socket cc seen by ss: {sorted(set(seen))}")
+    return results
+
+
+def test_qdisc_is_netem_on_the_router(lossy_path):
+    out = ns(lossy_path.rtr, "tc", "qdisc", "show", "dev", "rtr-r").stdout
+    assert "netem" in out and "loss 2%" in out and "delay 50ms" in out, out
+
+
+@pytest.mark.parametrize("cca", CCAS)
+def test_flow_ran_the_requested_algorithm(goodputs, cca):
+    seen = goodputs[cca]["ss"]
+    assert seen, f"ss never saw the {cca} data socket"
+    assert set(seen) == {cca}, f"requested {cca}, the socket ran {sorted(set(seen))}"
+    assert goodputs[cca]["reported"] == cca
+
+
+def test_rates_below_the_link_rate(goodputs):
+    for cca, r in goodputs.items():
+        assert 0.1 < r["mbps"] <= 10.0, f"{cca}: {r['mbps']:.2f} Mbit/s on a 10 Mbit/s link"
+
+
+def test_bbr_beats_cubic_under_random_loss(goodputs):
+    bbr, cubic = goodputs["bbr"]["mbps"], goodputs["cubic"]["mbps"]
+    assert bbr > 2 * cubic, f"bbr {bbr:.2f} Mbit/s is not more than 2x cubic {cubic:.2f} Mbit/s"
+
+
+def test_mininet_pingall():
+    from mininet.log import setLogLevel
+    from mininet.net import Mininet
+    from mininet.node import Host
+    from mininet.topo import Topo
+
+    class TwoHosts(Topo):
+        def build(self):
+            self.addLink(self.addHost("h1"), self.addHost("h2"))
+
+    setLogLevel("warning")
+    net = Mininet(topo=TwoHosts(), controller=None, host=Host, autoSetMacs=True)
+    try:
+        net.start()
+        loss = net.pingAll()
+    finally:
+        net.stop()
+    assert loss == 0

@@ -1,0 +1,233 @@
+#!/usr/bin/env bash
+# Provision the lab VM. One script for every way the kit gets a VM:
+#   - Vagrant runs it inside the student's box (Debian 12, Ubuntu 22.04 or 24.04);
+#   - vm/build-image.sh runs it in a chroot of a fresh Debian 12 rootfs for the QEMU image.
+# It is idempotent: running it again changes nothing that is already in place.
+#
+# Environment:
+#   CCLAB_KIT      the checkout, as seen from where this script runs   (default: parent of vm/)
+#   CCLAB_KIT_MOUNT where the checkout appears when the VM runs       (default: /kit)
+#   CCLAB_USER     the lab user that runs JupyterLab and captures      (default: vagrant if it exists, else lab)
+#   CCLAB_KVER     kernel to build modules for (default: the running one if its modules are
+#                  installed, else the newest installed linux-image)
+set -euo pipefail
+
+say() { printf '[provision] %s\n' "$*"; }
+die() { printf 'provision: %s\n' "$*" >&2; exit 1; }
+
+[ "$(id -u)" -eq 0 ] || die "must run as root (try: sudo $0)"
+
+KIT=${CCLAB_KIT:-$(cd "$(dirname "$0")/.." && pwd)}
+KIT_MOUNT=${CCLAB_KIT_MOUNT:-/kit}
+VENV=/opt/cclab/venv
+export DEBIAN_FRONTEND=noninteractive
+
+. /etc/os-release
+case "${ID}:${VERSION_ID:-}" in
+  debian:12|ubuntu:22.04|ubuntu:24.04) ;;
+  *) die "unsupported distribution ${PRETTY_NAME:-$ID}: the kit supports Debian 12, Ubuntu 22.04 and 24.04" ;;
+esac
+
+if [ -n "${CCLAB_USER:-}" ]; then LAB_USER=$CCLAB_USER
+elif id vagrant >/dev/null 2>&1; then LAB_USER=vagrant
+else LAB_USER=lab
+fi
+
+# ---------------------------------------------------------------- packages
+# dpkg: skip documentation and man pages (smaller, faster image), no man-db rebuilds.
+if [ ! -f /etc/dpkg/dpkg.cfg.d/cclab-nodoc ]; then
+  cat > /etc/dpkg/dpkg.cfg.d/cclab-nodoc <<'EOF'
+path-exclude=/usr/share/doc/*
+path-include=/usr/share/doc/*/copyright
+path-exclude=/usr/share/man/*
+path-exclude=/usr/share/info/*
+EOF
+fi
+echo 'man-db man-db/auto-update boolean false' | debconf-set-selections
+# tshark: let members of the wireshark group capture, without asking.
+echo 'wireshark-common wireshark-common/install-setuid boolean true' | debconf-set-selections
+
+kernel_pkgs=()
+if [ "$ID" = debian ]; then
+  # The Debian kernel and its headers; in a chroot this is the kernel the image boots.
+  kernel_pkgs=(linux-image-amd64 linux-headers-amd64)
+  [ "$(dpkg --print-architecture)" = arm64 ] && kernel_pkgs=(linux-image-arm64 linux-headers-arm64)
+fi
+
+pkgs=(
+  "${kernel_pkgs[@]}"
+  build-essential dkms kmod bc
+  iproute2 ethtool iputils-ping iperf3 tshark tcpdump procps psmisc
+  mininet cgroup-tools
+  python3 python3-venv python3-pip python3-setuptools
+  git ca-certificates sudo systemd-sysv udev
+)
+
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  say "installing ${#missing[@]} packages"
+  apt-get update -q
+  apt-get install -y -q --no-install-recommends -o Dpkg::Options::=--force-unsafe-io "${missing[@]}"
+else
+  say "packages already installed"
+fi
+
+# Headers for the running kernel (Vagrant boxes), when it differs from the meta package's.
+if [ -z "${CCLAB_KVER:-}" ] && [ -d "/lib/modules/$(uname -r)" ] && [ ! -e "/lib/modules/$(uname -r)/build" ]; then
+  apt-get install -y -q --no-install-recommends "linux-headers-$(uname -r)" \
+    || die "no headers package for the running kernel $(uname -r)"
+fi
+
+# ---------------------------------------------------------------- the lab user
+if ! id "$LAB_USER" >/dev/null 2>&1; then
+  useradd --create-home --shell /bin/bash "$LAB_USER"
+  say "created user $LAB_USER"
+fi
+getent group wireshark >/dev/null || groupadd --system wireshark
+usermod -aG wireshark "$LAB_USER"
+if [ -x /usr/bin/dumpcap ]; then
+  chgrp wireshark /usr/bin/dumpcap
+  chmod 0750 /usr/bin/dumpcap
+  setcap cap_net_raw,cap_net_admin+eip /usr/bin/dumpcap 2>/dev/null || chmod u+s /usr/bin/dumpcap
+fi
+# The labs create namespaces and shape links: the lab user runs them through sudo.
+echo "$LAB_USER ALL=(ALL) NOPASSWD:ALL" > /etc/sudoers.d/cclab
+chmod 0440 /etc/sudoers.d/cclab
+
+# ---------------------------------------------------------------- Mininet
+# Debian's Mininet 2.3.0 imports distutils, which Python 3.12 dropped; setuptools ships a
+# replacement that `import distutils` finds once setuptools' shim is active.
+if ! python3 -c 'import mininet.net' >/dev/null 2>&1; then
+  if python3 -c 'import sys; sys.exit(sys.version_info < (3, 12))'; then
+    site=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+    [ -d "$site" ] || site=/usr/lib/python3/dist-packages
+    printf 'import os; os.environ.setdefault("SETUPTOOLS_USE_DISTUTILS", "local"); import _distutils_hack; _distutils_hack.add_shim()\n' \
+      > /usr/lib/python3/dist-packages/cclab-distutils-shim.pth
+  fi
+  python3 -c 'import mininet.net' || die "Mininet does not import under $(python3 --version)"
+fi
+
+# ---------------------------------------------------------------- Python environment
+req="$KIT/vm/requirements.txt"
+[ -f "$req" ] || die "missing $req"
+if [ ! -x "$VENV/bin/python" ]; then
+  mkdir -p "$(dirname "$VENV")"
+  python3 -m venv --system-site-packages "$VENV"
+fi
+stamp="$VENV/.cclab-requirements.sha256"
+want=$(sha256sum "$req" | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  say "installing the Python environment into $VENV"
+  "$VENV/bin/pip" install -q --upgrade pip
+  "$VENV/bin/pip" install -q -r "$req"
+  echo "$want" > "$stamp"
+else
+  say "Python environment up to date"
+fi
+# The kit's own package, from wherever the checkout is mounted in the VM.
+site=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+echo "$KIT_MOUNT" > "$site/cclab-kit.pth"
+cat > /etc/profile.d/cclab.sh <<EOF
+export PATH=$VENV/bin:\$PATH
+export CCLAB_KIT=$KIT_MOUNT
+EOF
+"$VENV/bin/python" -c 'import jupyterlab, otter, pandas, matplotlib' \
+  || die "the Python environment is incomplete"
+
+# ---------------------------------------------------------------- sysctls and modules
+cat > /etc/sysctl.d/60-cclab.conf <<'EOF'
+# Congestion-control labs: no cached metrics between flows, buffers big enough for a GEO BDP
+# (50 Mbit/s x 600 ms = 3.75 MB; 64 MiB leaves room for several flows and deep queues).
+net.ipv4.tcp_no_metrics_save = 1
+net.core.rmem_max = 67108864
+net.core.wmem_max = 67108864
+net.ipv4.tcp_rmem = 4096 131072 67108864
+net.ipv4.tcp_wmem = 4096 16384 67108864
+net.ipv4.ip_forward = 1
+EOF
+cat > /etc/modules-load.d/cclab.conf <<'EOF'
+# qdiscs and congestion controls the labs use
+sch_netem
+sch_fq
+sch_tbf
+sch_htb
+tcp_bbr
+tcp_vegas
+tcp_htcp
+tcp_dctcp
+EOF
+if [ -d /run/systemd/system ]; then
+  sysctl -q --system >/dev/null || true
+fi
+
+# Every in-tree qdisc and congestion control the labs use must exist as a module (or be
+# built in) for the kernel the VM runs.
+kver=${CCLAB_KVER:-}
+if [ -z "$kver" ]; then
+  if [ -d "/lib/modules/$(uname -r)/kernel" ]; then kver=$(uname -r)
+  else kver=$(ls -1 /lib/modules | sort -V | tail -n1)
+  fi
+fi
+[ -n "$kver" ] && [ -d "/lib/modules/$kver" ] || die "no kernel modules installed (looked for $kver)"
+for m in sch_netem sch_fq sch_tbf tcp_bbr tcp_vegas tcp_htcp; do
+  modinfo -k "$kver" "$m" >/dev/null 2>&1 \
+    || grep -q "/$m.ko" "/lib/modules/$kver/modules.builtin" \
+    || die "kernel $kver lacks $m"
+done
+
+# ---------------------------------------------------------------- the kit's modules (DKMS)
+dkms_conf="$KIT/kmod/dkms.conf"
+if [ -f "$dkms_conf" ]; then
+  name=$(sed -n 's/^PACKAGE_NAME="\?\([^"]*\)"\?/\1/p' "$dkms_conf")
+  ver=$(sed -n 's/^PACKAGE_VERSION="\?\([^"]*\)"\?/\1/p' "$dkms_conf")
+  [ -n "$name" ] && [ -n "$ver" ] || die "$dkms_conf lacks PACKAGE_NAME or PACKAGE_VERSION"
+  src=/usr/src/$name-$ver
+  # Re-register from the checkout every time: the sources may have changed.
+  dkms remove -m "$name" -v "$ver" --all >/dev/null 2>&1 || true
+  rm -rf "$src"
+  mkdir -p "$src"
+  tar -C "$KIT/kmod" --exclude='*.o' --exclude='*.ko' --exclude='.*.cmd' -cf - . | tar -C "$src" -xf -
+  dkms add -m "$name" -v "$ver" >/dev/null
+  dkms build -m "$name" -v "$ver" -k "$kver" >/dev/null \
+    || { cat "/var/lib/dkms/$name/$ver/build/make.log" >&2 2>/dev/null; die "DKMS build of $name $ver failed for $kver"; }
+  dkms install -m "$name" -v "$ver" -k "$kver" --force >/dev/null
+  say "kit modules $name $ver built and installed for $kver"
+else
+  say "kmod/dkms.conf not present: no kit modules to register with DKMS (skipped)"
+fi
+
+# ---------------------------------------------------------------- JupyterLab service
+home=$(getent passwd "$LAB_USER" | cut -d: -f6)
+token_file=/etc/cclab/jupyter-token
+mkdir -p /etc/cclab
+if [ ! -s "$token_file" ]; then
+  head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$token_file"
+fi
+chmod 0640 "$token_file"
+chgrp "$LAB_USER" "$token_file"
+cat > /etc/systemd/system/cclab-jupyter.service <<EOF
+[Unit]
+Description=JupyterLab for the congestion-control labs
+After=network.target
+
+[Service]
+User=$LAB_USER
+WorkingDirectory=$home
+Environment=PATH=$VENV/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+Environment=CCLAB_KIT=$KIT_MOUNT
+ExecStart=/bin/sh -c 'exec $VENV/bin/jupyter lab --no-browser --ip=0.0.0.0 --port=8888 --ServerApp.root_dir=$KIT_MOUNT --IdentityProvider.token="\$(cat $token_file)"'
+Restart=on-failure
+
+[Install]
+WantedBy=multi-user.target
+EOF
+systemctl enable cclab-jupyter.service >/dev/null 2>&1 || die "cannot enable cclab-jupyter.service"
+if [ -d /run/systemd/system ]; then
+  systemctl daemon-reload
+  systemctl restart cclab-jupyter.service
+  say "JupyterLab: http://localhost:8888/lab?token=$(cat "$token_file")"
+fi
+say "done"

@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# Boot the QEMU lab image, run one command as root inside it, and return its output and exit
+# status. The checkout is shared read-write into the guest at /kit, and the command runs there.
+#
+# Usage: vm/run.sh [--timeout SEC] [--cpus N] [--mem MIB] [--env NAME=VALUE]... -- CMD [ARG...]
+#
+# The image is built first if it is missing or stale (vm/build-image.sh). KVM is used when it
+# can run a guest here, otherwise QEMU's software emulation (TCG). Environment:
+#   CCLAB_VM_ACCEL  auto (default), kvm or tcg
+#   CCLAB_VM_REUSE  1: boot the newest built image even if its inputs changed (inner loop only)
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+kit=$(cd "$here/.." && pwd)
+. "$here/lib.sh"
+
+timeout=3600
+cpus=${CCLAB_VM_CPUS:-$(nproc)}
+mem=${CCLAB_VM_MEM:-4096}
+envs=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --timeout) timeout=${2:?--timeout needs seconds}; shift 2 ;;
+    --cpus) cpus=${2:?--cpus needs a number}; shift 2 ;;
+    --mem) mem=${2:?--mem needs MiB}; shift 2 ;;
+    --env) envs+=("${2:?--env needs NAME=VALUE}"); shift 2 ;;
+    --) shift; break ;;
+    -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) die "unknown option $1 (usage: vm/run.sh [--timeout SEC] [--cpus N] [--mem MIB] -- CMD)" ;;
+  esac
+done
+[ $# -gt 0 ] || die "no command given (usage: vm/run.sh [options] -- CMD [ARG...])"
+case "$timeout$cpus$mem" in *[!0-9]*) die "--timeout, --cpus and --mem take whole numbers" ;; esac
+
+need qemu-system-x86_64 qemu-system-x86
+cache=$(cache_dir)
+
+if [ "${CCLAB_VM_REUSE:-0}" = 1 ] && [ -e "$cache/current.img" ]; then
+  img=$(readlink -f "$cache/current.img")
+  key=${img##*/lab-}; key=${key%.img}
+else
+  "$here/build-image.sh"
+  key=$(image_key "$kit")
+  img=$cache/lab-$key.img
+fi
+[ -f "$img" ] || die "no image at $img: run vm/build-image.sh"
+
+# KVM only when it can really run a guest; otherwise TCG.
+accel=${CCLAB_VM_ACCEL:-auto}
+if [ "$accel" = auto ]; then
+  accel=tcg
+  if [ -w /dev/kvm ] && [ -f "$cache/kvm-ok" ]; then accel=kvm; fi
+fi
+case "$accel" in
+  kvm) accel_opts=(-accel kvm -cpu host) ;;
+  tcg) accel_opts=(-accel tcg,thread=multi -cpu max) ;;
+  *) die "CCLAB_VM_ACCEL must be auto, kvm or tcg, not $accel" ;;
+esac
+
+ctl=$(mktemp -d "${TMPDIR:-/tmp}/cclab-vm.XXXXXX")
+qpid=
+cleanup() {
+  if [ -n "$qpid" ] && kill -0 "$qpid" 2>/dev/null; then
+    kill "$qpid" 2>/dev/null || true
+    sleep 1
+    kill -9 "$qpid" 2>/dev/null || true
+    wait "$qpid" 2>/dev/null || true
+  fi
+  rm -rf "$ctl"
+}
+trap cleanup EXIT
+trap 'echo "[vm] interrupted" >&2; exit 130' INT
+trap 'echo "[vm] terminated" >&2; exit 143' TERM
+
+{
+  echo "#!/bin/sh"
+  printf '%q ' "$@"
+  echo
+} > "$ctl/cmd"
+: > "$ctl/env"
+for e in ${envs[@]+"${envs[@]}"}; do
+  case "$e" in [A-Za-z_]*=*) printf 'export %s=%q\n' "${e%%=*}" "${e#*=}" >> "$ctl/env" ;;
+    *) die "--env takes NAME=VALUE, not $e" ;; esac
+done
+
+t0=$(date +%s.%N)
+qemu-system-x86_64 "${accel_opts[@]}" -M pc -smp "$cpus" -m "$mem" \
+  -nodefaults -display none -no-reboot \
+  -chardev stdio,id=con,signal=off -serial chardev:con \
+  -kernel "$cache/vmlinuz-$key" -initrd "$cache/initrd-$key" \
+  -append "root=/dev/vda rw console=ttyS0 quiet loglevel=3 init=/usr/local/sbin/cclab-guest-init panic=-1 tsc=reliable" \
+  -drive "file=$img,if=virtio,format=raw,snapshot=on" \
+  -device virtio-rng-pci \
+  -virtfs "local,path=$kit,mount_tag=kit,security_model=none,id=kit" \
+  -virtfs "local,path=$ctl,mount_tag=ctl,security_model=none,id=ctl" \
+  </dev/null &
+qpid=$!
+
+# Report the boot time once the guest reaches the command; stop the guest at the time limit.
+booted=0
+while kill -0 "$qpid" 2>/dev/null; do
+  now=$(date +%s.%N)
+  if [ $booted -eq 0 ] && [ -s "$ctl/started" ]; then
+    booted=1
+    awk -v a="$now" -v b="$t0" -v acc="$accel" 'BEGIN { printf "[vm] booted to the command in %.1f s (%s, target: 60 s)\n", a - b, acc }' >&2
+  fi
+  if awk -v a="$now" -v b="$t0" -v t="$timeout" 'BEGIN { exit !(a - b > t) }'; then
+    echo "[vm] time limit of $timeout s reached: stopping the guest" >&2
+    cleanup
+    exit 124
+  fi
+  sleep 0.5
+done
+wait "$qpid" || true
+qpid=
+if [ ! -s "$ctl/rc" ]; then
+  echo "[vm] the guest stopped without reporting an exit status" >&2
+  exit 125
+fi
+rc=$(cat "$ctl/rc")
+awk -v a="$(date +%s.%N)" -v b="$t0" -v rc="$rc" 'BEGIN { printf "[vm] command exited with status %s after %.0f s\n", rc, a - b }' >&2
+exit "$rc"
