@@ -1,0 +1,17 @@
+"""cclab: emulated links and measured TCP flows for congestion-control labs.
+
+    profiles    link profiles (topologies/<name>.toml)
+    spec        experiments: a profile, flows, measurements (TOML or Python)
+    tc          the qdisc commands for a profile (pure)
+    dynamics    time-varying links: the schedule of in-place changes (pure)
+    traces      mahimahi-format cellular traces and a generator
+    topo        the Mininet dumbbell and its configuration plan
+    measure     measurement commands and their parsers
+    runner      one run from start to cleanup; sweeps with progress
+    state       what a run created, and `clean`
+    results     run folders, manifest, CSV tables, pandas loaders
+    plot        a quick time-series figure of a run
+    cli         the `cclab` command
+"""
+
+__version__ = "0.1.0"

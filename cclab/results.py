@@ -1,0 +1,136 @@
+"""Results: one folder per run, a manifest, tidy CSV tables, and loaders returning DataFrames.
+
+    results/<experiment>/<YYYYmmdd-HHMMSS>-<rep>/
+        manifest.json   what ran, where, with what ("status": "complete" or "incomplete")
+        flows.csv       one row per flow: what was asked, what ran, what it achieved
+        iperf.csv       iperf3 intervals, one row per flow, stream and interval
+        ss.csv          socket samples (ss -ti) of every sending socket
+        probe.csv       per-ACK tcp:tcp_probe events
+        qdisc.csv       bottleneck qdisc statistics over time
+        ping.csv        ping RTT (idle before the first flow, then under load)
+        changes.csv     link changes applied on time-varying links
+        raw/            the tools' own output the tables were made from (and capture pcaps)
+
+Every time column `t` is seconds since the run's start (manifest "start_epoch").  Every file is
+written to a temporary name and renamed, so a reader never sees half a file; a run that was
+interrupted keeps what it has with "status": "incomplete".
+
+    from cclab import results
+    ss = results.load(run_dir, "ss")          # a pandas DataFrame
+    runs = results.runs("results/my-exp")     # run folders, oldest first
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import tempfile
+from pathlib import Path
+
+TABLES = {
+    "flows": ["flow", "cca", "direction", "pair", "sender", "receiver", "port", "protocol",
+              "streams", "start", "duration", "bytes_requested", "cca_iperf", "cca_ss",
+              "t_start", "t_end", "sent_bytes", "received_bytes", "throughput_bps",
+              "retransmits", "mean_rtt_us", "min_rtt_us", "lost_percent", "exit_code"],
+    "iperf": ["flow", "stream", "t_start", "t_end", "bytes", "bits_per_second",
+              "retransmits", "snd_cwnd", "rtt_us", "rttvar_us", "lost_packets", "packets"],
+    "ss": ["t", "flow", "host", "local_port", "peer_port", "cca", "cwnd", "ssthresh", "mss",
+           "rtt_ms", "rttvar_ms", "min_rtt_ms", "pacing_rate_bps", "delivery_rate_bps",
+           "send_bps", "bytes_acked", "bytes_retrans", "retrans", "retrans_total", "lost",
+           "unacked", "data_segs_out", "delivered", "app_limited", "module_info"],
+    "probe": ["t", "flow", "local_port", "peer_port", "snd_cwnd", "ssthresh", "srtt_us",
+              "snd_wnd", "snd_nxt", "snd_una", "data_len"],
+    "qdisc": ["t", "node", "dev", "direction", "kind", "handle", "parent", "bytes", "packets",
+              "drops", "overlimits", "requeues", "backlog_bytes", "backlog_packets"],
+    "ping": ["t", "src", "dst", "seq", "rtt_ms"],
+    "changes": ["t_planned", "t_applied", "direction", "rate_bps", "delay_s", "loss_percent",
+                "why"],
+}
+
+
+def write_atomic(path: Path, data: str | bytes) -> None:
+    """Write a file so it appears whole or not at all."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)        # mkstemp makes 0600; results are for everyone
+        with os.fdopen(fd, "wb") as f:
+            f.write(data.encode() if isinstance(data, str) else data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def write_json(path: Path, obj) -> None:
+    write_atomic(path, json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n")
+
+
+def write_table(run_dir: Path, name: str, rows: list[dict]) -> Path:
+    """Write a table with its standard columns (missing values empty)."""
+    columns = TABLES[name]
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
+    w.writeheader()
+    for r in rows:
+        w.writerow({k: ("" if r.get(k) is None else r.get(k)) for k in columns})
+    path = Path(run_dir) / f"{name}.csv"
+    write_atomic(path, buf.getvalue())
+    return path
+
+
+def read_manifest(run_dir) -> dict:
+    with open(Path(run_dir) / "manifest.json") as f:
+        return json.load(f)
+
+
+def load(run_dir, table: str = "flows"):
+    """One table of a run as a pandas DataFrame (empty, with its columns, if absent)."""
+    import pandas as pd
+    if table not in TABLES:
+        raise ValueError(f"unknown table {table!r} (tables: {', '.join(TABLES)})")
+    path = Path(run_dir) / f"{table}.csv"
+    if not path.exists() or path.stat().st_size == 0:
+        return pd.DataFrame(columns=TABLES[table])
+    return pd.read_csv(path)
+
+
+def load_all(run_dir) -> dict:
+    """Every table of a run, by name."""
+    return {name: load(run_dir, name) for name in TABLES}
+
+
+def runs(path) -> list[Path]:
+    """Run folders under `path` (a run folder, an experiment folder or a results folder)."""
+    path = Path(path)
+    if (path / "manifest.json").exists():
+        return [path]
+    return sorted(p.parent for p in path.rglob("manifest.json"))
+
+
+def load_runs(path, table: str = "flows", complete_only: bool = True):
+    """One table across many runs, with columns experiment, run and repetition prepended."""
+    import pandas as pd
+    frames = []
+    for r in runs(path):
+        m = read_manifest(r)
+        if complete_only and m.get("status") != "complete":
+            continue
+        df = load(r, table)
+        df.insert(0, "repetition", m.get("repetition"))
+        df.insert(0, "run", r.name)
+        df.insert(0, "experiment", m.get("experiment"))
+        frames.append(df)
+    if not frames:
+        return pd.DataFrame(columns=["experiment", "run", "repetition"] + TABLES[table])
+    return pd.concat(frames, ignore_index=True)

@@ -1,0 +1,561 @@
+"""Running an experiment: check, build, measure, run the flows, clean up, write the results.
+
+One run, in order:
+  1. preflight: root, the tools, Mininet; every congestion control available (modprobe
+     tcp_<name>, or insmod a .ko the experiment names) -- or a clear error before any flow;
+  2. the run folder and a manifest marked "incomplete";
+  3. the Mininet dumbbell with its qdiscs and sysctls (topo.plan()), recorded as applied;
+  4. measurements start, then iperf3 servers; flows and link changes follow the timeline;
+  5. whatever happens (end, exception, Ctrl-C, SIGTERM): every process is stopped, every
+     namespace removed, the raw output turned into tables, and the manifest finished --
+     "complete" only if every flow ran, with the congestion control it asked for.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+
+from . import dynamics, measure, results, state, tc, topo
+from .profiles import KIT_DIR
+from .spec import Experiment, available_ccas
+
+TOOLS = ("iperf3", "tc", "ss", "ip", "ethtool", "ping", "sysctl", "mnexec")
+
+
+class RunError(RuntimeError):
+    """A run could not start or did not do what it was asked (exit status 1)."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, handled like Ctrl-C."""
+
+
+# ---------------------------------------------------------------- preflight
+
+def preflight(exp: Experiment) -> None:
+    if os.geteuid() != 0:
+        raise RunError("cclab run needs root (namespaces and qdiscs): try sudo")
+    missing = [t for t in TOOLS if shutil.which(t) is None]
+    if exp.measure.capture and shutil.which("tcpdump") is None:
+        missing.append("tcpdump")
+    if missing:
+        raise RunError(f"missing tools: {', '.join(missing)} (the lab VM has them all)")
+    try:
+        import mininet.net  # noqa: F401
+    except ImportError as e:
+        raise RunError(f"Mininet does not import ({e}); install Debian's mininet package") from None
+
+
+def ensure_ccas(exp: Experiment) -> dict:
+    """Make every flow's congestion control available; return {cca: module record}."""
+    wanted = sorted({f.cca for f in exp.flows if f.protocol == "tcp"})
+    have = set(available_ccas())
+    for cca in wanted:
+        if cca in have:
+            continue
+        ko = [m for m in exp.modules if Path(m).stem == f"tcp_{cca}"]
+        if ko:
+            if not Path(ko[0]).is_file():
+                raise RunError(f"congestion control {cca!r}: module file {ko[0]} not found")
+            r = subprocess.run(["insmod", ko[0]], capture_output=True, text=True)
+        else:
+            r = subprocess.run(["modprobe", f"tcp_{cca}"], capture_output=True, text=True)
+        have = set(available_ccas())
+        if cca not in have:
+            why = (r.stderr or r.stdout).strip() or f"exit status {r.returncode}"
+            how = f"insmod {ko[0]}" if ko else f"modprobe tcp_{cca}"
+            raise RunError(f"congestion control {cca!r} is not available ({how}: {why}); "
+                           f"no flow was started")
+    return {cca: module_record(cca, exp) for cca in wanted}
+
+
+def sha256(path: str) -> str | None:
+    try:
+        h = hashlib.sha256()
+        with open(path, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+        return h.hexdigest()
+    except OSError:
+        return None
+
+
+def module_record(cca: str, exp: Experiment | None = None) -> dict:
+    name = f"tcp_{cca}"
+    ko = [m for m in (exp.modules if exp else []) if Path(m).stem == name]
+    if ko:
+        return {"module": name, "file": ko[0], "sha256": sha256(ko[0]),
+                "loaded": os.path.isdir(f"/sys/module/{name}")}
+    if not os.path.isdir(f"/sys/module/{name}") or not os.path.exists(f"/sys/module/{name}/refcnt"):
+        return {"module": name, "file": "(built in)", "sha256": None, "loaded": True}
+    r = subprocess.run(["modinfo", "-n", name], capture_output=True, text=True)
+    path = r.stdout.strip() if r.returncode == 0 else None
+    return {"module": name, "file": path, "sha256": sha256(path) if path else None, "loaded": True}
+
+
+def loaded_modules() -> list[dict]:
+    """The loaded modules a result can depend on: congestion controls and qdiscs."""
+    out = []
+    try:
+        with open("/proc/modules") as f:
+            names = [l.split()[0] for l in f]
+    except OSError:
+        names = []
+    for n in sorted(names):
+        if n.startswith(("tcp_", "sch_")):
+            r = subprocess.run(["modinfo", "-n", n], capture_output=True, text=True)
+            path = r.stdout.strip() if r.returncode == 0 else None
+            out.append({"module": n, "file": path, "sha256": sha256(path) if path else None})
+    return out
+
+
+# ---------------------------------------------------------------- provenance
+
+def first_line(argv: list[str]) -> str | None:
+    try:
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=10)
+        return ((r.stdout or r.stderr).strip().splitlines() or [None])[0]
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+
+
+def tool_versions() -> dict:
+    v = {"python": platform.python_version(), "iperf3": first_line(["iperf3", "--version"]),
+         "tc": first_line(["tc", "-V"]), "ss": first_line(["ss", "-V"]),
+         "ethtool": first_line(["ethtool", "--version"])}
+    try:
+        from mininet.net import VERSION
+        v["mininet"] = VERSION
+    except ImportError:
+        v["mininet"] = None
+    return v
+
+
+def kit_commit() -> dict:
+    git = ["git", "-c", "safe.directory=*", "-C", str(KIT_DIR)]
+    try:
+        r = subprocess.run(git + ["rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
+        if r.returncode != 0:
+            return {"commit": None, "note": "not a git checkout"}
+        d = subprocess.run(git + ["status", "--porcelain", "--untracked-files=no"],
+                           capture_output=True, text=True, timeout=30)
+        return {"commit": r.stdout.strip(), "dirty": bool(d.stdout.strip())}
+    except (OSError, subprocess.TimeoutExpired):
+        return {"commit": None, "note": "git not available"}
+
+
+def iso(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, timezone.utc).isoformat(timespec="milliseconds")
+
+
+# ---------------------------------------------------------------- signals
+
+@contextmanager
+def signals_raise():
+    """SIGTERM and SIGHUP interrupt the run like Ctrl-C does."""
+    def handler(signum, frame):
+        raise Interrupted(signal.Signals(signum).name)
+    old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+@contextmanager
+def signals_held():
+    """Cleanup must finish: hold off Ctrl-C and SIGTERM while it runs."""
+    sigs = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    old = {s: signal.signal(s, signal.SIG_IGN) for s in sigs}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+# ---------------------------------------------------------------- one run
+
+class Run:
+    def __init__(self, exp: Experiment, repetition: int, out: Path, stamp: str):
+        self.exp = exp
+        self.rep = repetition                       # 1-based
+        self.dir = Path(out) / exp.name / f"{stamp}-{repetition}"
+        self.raw = self.dir / "raw"
+        self.seed = exp.seed + repetition - 1
+        self.procs: list[tuple[str, object]] = []   # (what, Popen)
+        self.clients: dict[int, tuple[object, float]] = {}   # flow -> (Popen, t_spawn)
+        self.changes: list[dict] = []
+        self.errors: list[str] = []               # any of these: the run is incomplete
+        self.warnings: list[str] = []
+        self.net = None
+        self.tracer = None
+        self.batch = {}                             # node -> tc -batch Popen
+
+    # -- helpers
+    def popen(self, node, argv, what, stdout=None, env=None):
+        p = node.popen(argv, stdout=stdout or subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                       env=env)
+        self.procs.append((what, p))
+        self.state.add_proc(p.pid, what)
+        return p
+
+    def now(self) -> float:
+        return time.monotonic() - self.mono0
+
+    def sleep_until(self, t: float) -> None:
+        while True:
+            left = t - self.now()
+            if left <= 0:
+                return
+            time.sleep(min(left, 0.05))
+
+    # -- the run
+    def execute(self, modules: dict) -> Path:
+        exp = self.exp
+        self.state = state.RunState(self.dir)
+        try:
+            cleaned = self.state.acquire()
+        except RuntimeError as e:
+            raise RunError(str(e)) from None
+        self.raw.mkdir(parents=True, exist_ok=False)
+        self.t0 = time.time()
+        self.mono0 = time.monotonic()
+        self.manifest = {
+            "experiment": exp.name, "repetition": self.rep, "repetitions": exp.repetitions,
+            "status": "incomplete", "error": None,
+            "spec": getattr(exp, "given", None) or exp.as_given(),
+            "profile": exp.link.to_dict(), "seed": self.seed,
+            "start": iso(self.t0), "start_epoch": self.t0, "end": None,
+            "kernel": platform.release(), "uname": " ".join(platform.uname()),
+            "tools": tool_versions(), "kit": kit_commit(), "ccas": modules,
+            "modules": loaded_modules(), "plan": [[n] + c for n, c in topo.plan(exp)],
+            "tc": {}, "sysctls": {}, "flows": [], "cleaned_before": cleaned,
+        }
+        results.write_json(self.dir / "manifest.json", self.manifest)
+        try:
+            with signals_raise():
+                self._run()
+            self.manifest["status"] = "complete"
+        except KeyboardInterrupt as e:
+            self.errors.append(f"interrupted ({e or 'SIGINT'})")
+            raise
+        except Exception as e:
+            self.errors.append(f"{type(e).__name__}: {e}")
+            raise
+        finally:
+            with signals_held():
+                self._cleanup()
+                self._tables()
+                if self.errors:
+                    self.manifest["status"] = "incomplete"
+                    self.manifest["error"] = "; ".join(self.errors)
+                self.manifest["warnings"] = self.warnings
+                self.manifest["end"] = iso(time.time())
+                results.write_json(self.dir / "manifest.json", self.manifest)
+        return self.dir
+
+    def _run(self) -> None:
+        exp = self.exp
+        self.net = topo.Network(exp, on_node=self.state.add_node)
+        self.net.start()
+        self._snapshot()
+        ports = [exp.port(i) for i in range(len(exp.flows))]
+        m = exp.measure
+        env = dict(os.environ, PYTHONPATH=str(KIT_DIR) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        # measurements
+        if m.tcp_probe:
+            self.tracer = measure.ProbeTracer(ports, self.raw / "tcp_probe.txt")
+            try:
+                self.tracer.start(self.state.set_trace_instance)
+            except (OSError, RuntimeError) as e:
+                self.warnings.append(f"tcp_probe unavailable: {e}")
+                self.tracer = None
+        senders = sorted({topo.endpoints(f.direction, f.pair)[0] for f in exp.flows})
+        if m.ss:
+            for h in senders:
+                self.popen(self.net.node(h), [sys.executable, "-m", "cclab.sampler", "--hz",
+                           f"{m.ss_hz:g}", "--out", str(self.raw / f"ss-{h}.txt"), "--"]
+                           + measure.ss(), f"ss sampler {h}", env=env)
+        if m.qdisc:
+            for s in topo.shaped(exp.link):
+                self.popen(self.net.node(s.node), [sys.executable, "-m", "cclab.sampler", "--hz",
+                           f"{m.qdisc_hz:g}", "--out", str(self.raw / f"qdisc-{s.dev}.txt"), "--"]
+                           + measure.tc_stats(s.dev), f"qdisc sampler {s.dev}", env=env)
+        if m.capture:
+            for h in senders:
+                self.popen(self.net.node(h), measure.capture(topo.host_dev(h),
+                           str(self.raw / f"capture-{h}.pcap"), m.snaplen), f"tcpdump {h}")
+        if m.ping:
+            src, dst = topo.client(1), topo.server(1)
+            f = open(self.raw / f"ping-{src}.txt", "w")
+            self.popen(self.net.node(src), measure.ping(topo.address(dst), m.ping_interval),
+                       "ping", stdout=f)
+            f.close()
+        # iperf3 servers, each waited for until it listens
+        for i, f in enumerate(exp.flows):
+            receiver = topo.endpoints(f.direction, f.pair)[1]
+            out = open(self.raw / f"iperf-server-{i + 1}.json", "w")
+            self.popen(self.net.node(receiver), measure.iperf_server(exp.port(i)),
+                       f"iperf3 server {i + 1}", stdout=out)
+            out.close()
+        for i, f in enumerate(exp.flows):
+            self._wait_listening(topo.endpoints(f.direction, f.pair)[1], exp.port(i))
+        # the timeline starts now: t = 0
+        self.mono0 = time.monotonic()
+        self.t0 = time.time()
+        self.manifest["start_epoch"] = self.t0
+        self.manifest["start"] = iso(self.t0)
+        if self.tracer is not None:
+            self.manifest["probe_clock"] = "mono"
+        limit = exp.planned_length()
+        if any(f.bytes is not None for f in exp.flows):
+            limit = exp.time_limit
+        changes = dynamics.schedule(exp.link, self.seed, self.t0, limit)
+        events = [(f.start, 0, ("flow", i)) for i, f in enumerate(exp.flows)]
+        events += [(c.t, 1, ("change", c)) for c in changes]
+        events.sort(key=lambda e: (e[0], e[1]))
+        pending = list(events)
+        end = exp.planned_length()
+        sized = any(f.bytes is not None for f in exp.flows)
+        extended = False
+        while True:
+            now = self.now()
+            if pending and pending[0][0] <= now:
+                _, _, (kind, what) = pending.pop(0)
+                if kind == "flow":
+                    self._start_flow(what)
+                else:
+                    self._apply(what)
+                continue
+            done = self._clients_done()
+            if done and sized and not extended:
+                end, extended = max(end, now + exp.tail), True   # the tail after the last flow
+            if done and now >= end:
+                break                                  # later link changes are not needed
+            if now > limit + 15:
+                running = [str(k) for k, (p, _) in self.clients.items() if p.poll() is None]
+                raise RunError(f"flow(s) {', '.join(running)} did not finish within "
+                               f"{limit + 15:.0f} s")
+            self.sleep_until(min(pending[0][0] if pending else now + 0.05, now + 0.05))
+        failed = [i for i, (p, _) in self.clients.items() if p.returncode not in (0, None)]
+        if failed:
+            raise RunError(f"iperf3 failed for flow(s) {', '.join(map(str, failed))} "
+                           f"(see {self.raw}/iperf-*.json)")
+
+    def _clients_done(self) -> bool:
+        return len(self.clients) == len(self.exp.flows) and \
+            all(p.poll() is not None for p, _ in self.clients.values())
+
+    def _wait_listening(self, host: str, port: int, timeout: float = 10.0) -> None:
+        node = self.net.node(host)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            out = topo.run_in(node, ["ss", "-ltnH", f"sport = :{port}"], check=False)
+            if out.strip():
+                return
+            time.sleep(0.05)
+        raise RunError(f"iperf3 server on {host}:{port} did not start")
+
+    def _start_flow(self, i: int) -> None:
+        exp = self.exp
+        f = exp.flows[i]
+        sender, receiver = topo.endpoints(f.direction, f.pair)
+        out = open(self.raw / f"iperf-{i + 1}.json", "w")
+        t = self.now()
+        p = self.popen(self.net.node(sender), measure.iperf_client(
+            f, topo.address(receiver), exp.port(i), exp.measure.iperf_interval),
+            f"iperf3 client {i + 1}", stdout=out)
+        out.close()
+        self.clients[i + 1] = (p, t)
+
+    def _apply(self, c: dynamics.Change) -> None:
+        exp = self.exp
+        buf = topo.buffers(exp.link)
+        d = getattr(exp.link, c.direction)
+        t = self.now()
+        for s in topo.shaped(exp.link):
+            if s.direction != c.direction:
+                continue
+            for argv in tc.change(d, s.dev, buf[c.direction], c.state, c.rate_changed):
+                self._tc_batch(s.node).stdin.write(" ".join(argv[1:]) + "\n")
+                self._tc_batch(s.node).stdin.flush()
+        self.changes.append({"t_planned": c.t, "t_applied": round(t, 6), "direction": c.direction,
+                             "rate_bps": c.state.rate, "delay_s": c.state.delay,
+                             "loss_percent": c.state.loss, "why": c.why})
+
+    def _tc_batch(self, node_name: str):
+        """A long-lived `tc -batch -` per node: a change costs one line, not a process."""
+        if node_name not in self.batch:
+            log = open(self.raw / f"tc-batch-{node_name}.log", "w")
+            p = self.net.node(node_name).popen(["tc", "-force", "-batch", "-"],
+                                               stdin=subprocess.PIPE, stdout=log, stderr=log,
+                                               text=True)
+            log.close()
+            self.procs.append((f"tc batch {node_name}", p))
+            self.state.add_proc(p.pid, f"tc batch {node_name}")
+            self.batch[node_name] = p
+        return self.batch[node_name]
+
+    def _snapshot(self) -> None:
+        """The qdiscs and sysctls as the kernel reports them, per node and interface."""
+        import json
+        for node, devs in topo.interfaces(self.exp.link).items():
+            n = self.net.node(node)
+            self.manifest["tc"][node] = {
+                d: json.loads(topo.run_in(n, ["tc", "-j", "qdisc", "show", "dev", d]) or "[]")
+                for d in devs}
+            keys = ["net.ipv4.ip_forward"] if node in (topo.R1, topo.R2) else list(
+                topo.host_sysctls(self.exp.link, "cubic", self.exp.sysctl))
+            out = topo.run_in(n, ["sysctl", "-e"] + keys, check=False)
+            self.manifest["sysctls"][node] = dict(
+                (l.split(" = ", 1)[0], l.split(" = ", 1)[1]) for l in out.splitlines() if " = " in l)
+        results.write_json(self.dir / "manifest.json", self.manifest)
+
+    # -- the end
+    def _cleanup(self) -> None:
+        for what, p in self.procs:
+            if p.poll() is None and what.startswith(("iperf3 client", "tcpdump", "ping")):
+                p.send_signal(signal.SIGINT)       # iperf3 and tcpdump write what they have
+        for p in self.batch.values():
+            try:
+                p.stdin.close()
+            except OSError:
+                pass
+        deadline = time.monotonic() + 3
+        for what, p in self.procs:
+            if p.poll() is None:
+                if not what.startswith(("iperf3 client", "tcpdump", "ping", "tc batch")):
+                    p.terminate()
+        for what, p in self.procs:
+            try:
+                p.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                p.kill()
+                try:
+                    p.wait(timeout=2)
+                except subprocess.TimeoutExpired:
+                    self.errors.append(f"{what} (pid {p.pid}) would not stop")
+        if self.tracer is not None:
+            try:
+                self.tracer.stop()
+            except OSError as e:
+                self.errors.append(f"tcp_probe: {e}")
+            self.state.set_trace_instance(None)
+        namespaces = self.state.namespaces()
+        if self.net is not None:
+            self.net.stop()
+        state.kill_in_namespaces(namespaces)       # anything the net's own stop missed
+        left = [pid for pid in state.all_pids() if state.netns_inode(pid) in namespaces]
+        if left:
+            self.errors.append(f"processes still in the run's namespaces: {left}")
+        else:
+            self.state.release()
+
+    def _tables(self) -> None:
+        """Raw output -> CSV tables (whatever exists, also after an interruption)."""
+        exp = self.exp
+        try:
+            self._tables_inner(exp)
+        except Exception as e:              # a parser bug must not hide the run's data
+            self.errors.append(f"tables: {type(e).__name__}: {e}")
+
+    def _tables_inner(self, exp: Experiment) -> None:
+        t0, mono0 = self.t0, self.mono0
+        flows, iperf_rows, local_ports = [], [], {}
+        for i, f in enumerate(exp.flows, 1):
+            sender, receiver = topo.endpoints(f.direction, f.pair)
+            proc, t_spawn = self.clients.get(i, (None, None))
+            doc = measure.read_json(self.raw / f"iperf-{i}.json")
+            rows, summ = measure.parse_iperf(doc, i, t_spawn or 0.0)
+            iperf_rows += rows
+            local_ports[i] = [p for p in summ.pop("local_ports") if p]
+            err = summ.pop("error")
+            if err:
+                self.errors.append(f"flow {i}: iperf3: {err}")
+            flows.append({"flow": i, "cca": f.cca, "direction": f.direction, "pair": f.pair,
+                          "sender": sender, "receiver": receiver, "port": exp.port(i - 1),
+                          "protocol": f.protocol, "streams": f.streams, "start": f.start,
+                          "duration": f.duration, "bytes_requested": f.bytes,
+                          "t_start": t_spawn, "t_end": round(t_spawn + max(
+                              (r["t_end"] - t_spawn for r in rows), default=0), 6)
+                          if t_spawn is not None else None,
+                          "exit_code": proc.returncode if proc else None, **summ})
+        flow_of = measure.flow_lookup(exp, local_ports)
+        ss_rows = []
+        for path in sorted(self.raw.glob("ss-*.txt")):
+            ss_rows += measure.parse_ss(path.read_text(), path.stem[3:], t0, flow_of)
+        for fl in flows:
+            ccs = {r.get("cca") for r in ss_rows if r["flow"] == fl["flow"] and r.get("cca")}
+            fl["cca_ss"] = ",".join(sorted(ccs)) if ccs else None
+        probe_rows = []
+        if (self.raw / "tcp_probe.txt").exists():
+            probe_rows = measure.parse_probe((self.raw / "tcp_probe.txt").read_text(), mono0, flow_of)
+        qdisc_rows = []
+        for s in topo.shaped(exp.link):
+            p = self.raw / f"qdisc-{s.dev}.txt"
+            if p.exists():
+                qdisc_rows += measure.parse_tc(p.read_text(), s.node, s.dev, s.direction, t0)
+        ping_rows = []
+        for p in sorted(self.raw.glob("ping-*.txt")):
+            ping_rows += measure.parse_ping(p.read_text(), topo.client(1), topo.server(1), t0,
+                                            exp.measure.ping_interval)
+        for name, rows in (("flows", flows), ("iperf", iperf_rows), ("ss", ss_rows),
+                           ("probe", probe_rows), ("qdisc", qdisc_rows), ("ping", ping_rows),
+                           ("changes", self.changes)):
+            results.write_table(self.dir, name, rows)
+        self.manifest["flows"] = flows
+        # did each flow run the congestion control it asked for?
+        for fl in flows:
+            if fl["protocol"] != "tcp" or fl["t_start"] is None:
+                continue
+            seen = {c for c in (fl.get("cca_iperf"), *(fl.get("cca_ss") or "").split(",")) if c}
+            if not seen:
+                self.errors.append(f"flow {fl['flow']}: could not tell which congestion control ran")
+            elif seen != {fl["cca"]}:
+                self.errors.append(f"flow {fl['flow']} asked for {fl['cca']} but ran "
+                                   f"{', '.join(sorted(seen))}")
+
+
+# ---------------------------------------------------------------- many runs
+
+def fmt_secs(s: float) -> str:
+    s = int(round(max(0, s)))
+    return f"{s // 60}:{s % 60:02d}"
+
+
+def run(exp: Experiment, out="results", quick: bool = False, progress=None) -> list[Path]:
+    """Run every repetition of an experiment; returns the run folders.  Raises RunError,
+    KeyboardInterrupt (after cleaning up) or the error that stopped a run."""
+    if quick:
+        exp = exp.quick()
+    preflight(exp)
+    modules = ensure_ccas(exp)
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    n = exp.repetitions
+    began = time.monotonic()
+    dirs = []
+    for rep in range(1, n + 1):
+        if progress:
+            elapsed = time.monotonic() - began
+            per_run = elapsed / (rep - 1) if rep > 1 else exp.planned_length() + 10
+            progress(f"[run {rep}/{n}] {exp.name} (seed {exp.seed + rep - 1}): elapsed "
+                     f"{fmt_secs(elapsed)}, about {fmt_secs(per_run * (n - rep + 1))} left")
+        r = Run(exp, rep, Path(out), stamp)
+        dirs.append(r.execute(modules))
+        if r.errors:
+            raise RunError(f"run {rep}/{n} incomplete: {'; '.join(r.errors)} ({r.dir})")
+    if progress:
+        progress(f"done: {n} run(s) in {fmt_secs(time.monotonic() - began)}")
+    return dirs

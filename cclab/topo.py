@@ -1,0 +1,260 @@
+"""The dumbbell: names, addresses, the configuration plan, and building it with Mininet.
+
+    cc-s1 ─┐                                     ┌─ cc-c1
+    cc-s2 ─┤ cc-r1 ══ cc-r1-core ─ cc-r2-core ══ cc-r2 ├─ cc-c2
+     ...   ┘         (down: shaped on cc-r1-core)      └─ ...
+                     (up:   shaped on cc-r2-core)
+
+Servers cc-s<i> sit on the left (10.0.<i>.2), clients cc-c<i> on the right (10.1.<i>.2).
+Routers are ordinary Mininet hosts with IP forwarding on; there are no switches, no Open
+vSwitch and no controller.  Every name starts with "cc-" so `cclab clean` can find leftovers.
+
+`plan()` is pure: it lists every command (node, argv) that configures addresses, routes,
+sysctls, offloads and qdiscs.  `Dumbbell` builds the Mininet network and runs the plan.
+"""
+
+from __future__ import annotations
+
+import math
+import subprocess
+from dataclasses import dataclass
+
+from . import dynamics, tc
+from .profiles import MTU, Profile, Reconfigure
+
+PREFIX = "cc-"
+R1, R2 = "cc-r1", "cc-r2"
+CORE1, CORE2 = "cc-r1-core", "cc-r2-core"
+MiB = 1 << 20
+
+
+def server(i: int) -> str:
+    return f"cc-s{i}"
+
+
+def client(i: int) -> str:
+    return f"cc-c{i}"
+
+
+def host_dev(host: str) -> str:
+    return f"{host}-eth0"
+
+
+def router_dev(host: str) -> str:
+    """The router interface facing `host` (cc-r1-s1, cc-r2-c1)."""
+    return f"{R1 if host.startswith('cc-s') else R2}-{host[3:]}"
+
+
+def address(host: str) -> str:
+    i = int(host[4:])
+    return f"10.0.{i}.2" if host.startswith("cc-s") else f"10.1.{i}.2"
+
+
+def gateway(host: str) -> str:
+    return address(host)[:-1] + "1"
+
+
+def hosts(profile: Profile) -> list[str]:
+    n = profile.pairs
+    return [server(i) for i in range(1, n + 1)] + [client(i) for i in range(1, n + 1)]
+
+
+def endpoints(direction: str, pair: int) -> tuple[str, str]:
+    """(sender, receiver) of a flow."""
+    return (server(pair), client(pair)) if direction == "down" else (client(pair), server(pair))
+
+
+@dataclass(frozen=True)
+class Shaped:
+    """One place where a profile direction is applied."""
+    direction: str          # down | up
+    node: str
+    dev: str
+
+
+def shaped(profile: Profile) -> list[Shaped]:
+    out = []
+    for name, core_node, core_dev, side in (("down", R1, CORE1, server), ("up", R2, CORE2, client)):
+        d = getattr(profile, name)
+        if d is None:
+            continue
+        if d.at == "router":
+            out.append(Shaped(name, core_node, core_dev))
+        else:
+            out += [Shaped(name, side(i), host_dev(side(i))) for i in range(1, profile.pairs + 1)]
+    return out
+
+
+def buffers(profile: Profile) -> dict[str, int]:
+    return {name: d.buffer_packets(profile.base_rtt) for name, d in profile.directions().items()}
+
+
+def socket_buffer_max(profile: Profile) -> int:
+    """tcp_rmem/tcp_wmem maximum: four times the most a flow can have in flight, >= 16 MiB."""
+    dirs = profile.directions()
+    rates = [d.rate for d in dirs.values()]
+    rtt = profile.base_rtt
+    dyn = profile.dynamics
+    if isinstance(dyn, Reconfigure):
+        rates += [r[1] for r in (dyn.down_rate, dyn.up_rate) if r]
+        if dyn.delay:
+            rtt = dyn.delay[1] * len(dirs)
+    buf = max(buffers(profile).values(), default=0) * MTU
+    most = max(rates) / 8 * rtt + buf
+    return int(min(256 * MiB, max(16 * MiB, math.ceil(4 * most / MiB) * MiB)))
+
+
+def host_sysctls(profile: Profile, cca: str, extra: dict) -> dict[str, str]:
+    """Per-namespace sysctls of an end host."""
+    top = socket_buffer_max(profile)
+    values = {
+        "net.ipv4.tcp_congestion_control": cca,
+        "net.ipv4.tcp_rmem": f"4096 131072 {top}",
+        "net.ipv4.tcp_wmem": f"4096 16384 {top}",
+        "net.ipv4.tcp_no_metrics_save": "1",
+    }
+    for table in (profile.sysctl, extra):
+        values.update({k: str(v) for k, v in table.items()})
+    return values
+
+
+def default_ccas(experiment) -> dict[str, str]:
+    """The congestion control each host defaults to: that of the first flow it sends."""
+    out = {}
+    for f in experiment.flows:
+        if f.protocol == "tcp":
+            out.setdefault(endpoints(f.direction, f.pair)[0], f.cca)
+    return out
+
+
+def interfaces(profile: Profile) -> dict[str, list[str]]:
+    """Every interface of every node."""
+    out = {R1: [CORE1], R2: [CORE2]}
+    for h in hosts(profile):
+        out[h] = [host_dev(h)]
+        out[R1 if h.startswith("cc-s") else R2].append(router_dev(h))
+    return out
+
+
+def plan(experiment) -> list[tuple[str, list[str]]]:
+    """Every command, in order, that configures the network for an experiment."""
+    p: Profile = experiment.link
+    cmds: list[tuple[str, list[str]]] = []
+    ccas = default_ccas(experiment)
+    # addresses and routes
+    cmds += [(R1, ["ip", "addr", "add", "10.255.0.1/30", "dev", CORE1]),
+             (R2, ["ip", "addr", "add", "10.255.0.2/30", "dev", CORE2])]
+    for h in hosts(p):
+        r = R1 if h.startswith("cc-s") else R2
+        cmds.append((h, ["ip", "addr", "add", address(h) + "/24", "dev", host_dev(h)]))
+        cmds.append((r, ["ip", "addr", "add", gateway(h) + "/24", "dev", router_dev(h)]))
+    for node, devs in interfaces(p).items():
+        cmds += [(node, ["ip", "link", "set", "dev", d, "up"]) for d in devs]
+        cmds.append((node, ["ip", "link", "set", "dev", "lo", "up"]))
+    for h in hosts(p):
+        cmds.append((h, ["ip", "route", "add", "default", "via", gateway(h)]))
+    cmds += [(R1, ["ip", "route", "add", "10.1.0.0/16", "via", "10.255.0.2"]),
+             (R2, ["ip", "route", "add", "10.0.0.0/16", "via", "10.255.0.1"])]
+    # sysctls
+    for r in (R1, R2):
+        cmds.append((r, ["sysctl", "-qw", "net.ipv4.ip_forward=1"]))
+    for h in hosts(p):
+        for k, v in host_sysctls(p, ccas.get(h, "cubic"), experiment.sysctl).items():
+            cmds.append((h, ["sysctl", "-qw", f"{k}={v}"]))
+    # offloads: netem must see real packets, not 64 KB GSO super-packets
+    if not p.offloads:
+        for node, devs in interfaces(p).items():
+            cmds += [(node, ["ethtool", "-K", d, "tso", "off", "gso", "off", "gro", "off"])
+                     for d in devs]
+    # the bottleneck
+    buf = buffers(p)
+    dynamic = p.dynamics is not None
+    for s in shaped(p):
+        d = getattr(p, s.direction)
+        start = dynamics.initial(p, s.direction)
+        cmds += [(s.node, c) for c in tc.setup(d, s.dev, buf[s.direction], dynamic, start)]
+    return cmds
+
+
+# ---------------------------------------------------------------- building it with Mininet
+
+class CommandFailed(RuntimeError):
+    pass
+
+
+def run_in(node, argv: list[str], check: bool = True, timeout: float = 30) -> str:
+    """Run a command in a Mininet node's namespace; raise with its error output on failure."""
+    p = node.popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, err = p.communicate()
+        raise CommandFailed(f"{node.name}: {' '.join(argv)}: timed out") from None
+    if check and p.returncode != 0:
+        raise CommandFailed(f"{node.name}: {' '.join(argv)}: {err.strip() or 'exit %d' % p.returncode}")
+    return out
+
+
+def make_topo(profile: Profile):
+    from mininet.topo import Topo
+
+    class Dumbbell(Topo):
+        def build(self):
+            self.addHost(R1, ip=None)
+            self.addHost(R2, ip=None)
+            self.addLink(R1, R2, intfName1=CORE1, intfName2=CORE2)
+            for h in hosts(profile):
+                self.addHost(h, ip=None)
+                r = R1 if h.startswith("cc-s") else R2
+                self.addLink(h, r, intfName1=host_dev(h), intfName2=router_dev(h))
+
+    return Dumbbell()
+
+
+class Network:
+    """The Mininet network of one run.  `on_node(name, pid)` reports every namespace as it
+    comes up, so the run's state file lists it before anything else can go wrong."""
+
+    def __init__(self, experiment, on_node=lambda name, pid: None):
+        self.experiment = experiment
+        self.on_node = on_node
+        self.net = None
+
+    def start(self) -> None:
+        from mininet.link import Link
+        from mininet.log import setLogLevel
+        from mininet.net import Mininet
+        from mininet.node import Host
+
+        setLogLevel("error")
+        self.net = Mininet(topo=None, controller=None, link=Link, host=Host,
+                           build=False, autoSetMacs=False)
+        topo = make_topo(self.experiment.link)
+        # Build node by node so every namespace is recorded the moment it exists.
+        for name in topo.nodes():
+            node = self.net.addHost(name, **topo.nodeInfo(name))
+            self.on_node(name, node.pid)
+        for _a, _b, info in topo.links(sort=True, withInfo=True):
+            self.net.addLink(**info)
+        self.net.built = True
+        for node_name, argv in plan(self.experiment):
+            run_in(self.net[node_name], argv)
+
+    def node(self, name: str):
+        return self.net[name]
+
+    def stop(self) -> None:
+        """Delete the links, then end every node's shell (its namespace goes with it)."""
+        if self.net is not None:
+            net, self.net = self.net, None
+            for link in net.links:
+                try:
+                    link.delete()
+                except Exception:
+                    pass
+            for h in net.hosts:
+                try:
+                    h.terminate()
+                except Exception:
+                    pass
