@@ -66,9 +66,15 @@ def capture(dev: str, path: str, snaplen: int) -> list[str]:
 # ---------------------------------------------------------------- tcp_probe via tracefs
 
 def tracefs() -> str | None:
+    """Where tracefs is mounted; mounts it at /sys/kernel/tracing if it is not."""
     for d in TRACEFS:
         if os.path.isdir(os.path.join(d, "instances")):
             return d
+    if os.path.isdir(TRACEFS[0]):
+        import subprocess
+        subprocess.run(["mount", "-t", "tracefs", "nodev", TRACEFS[0]], capture_output=True)
+        if os.path.isdir(os.path.join(TRACEFS[0], "instances")):
+            return TRACEFS[0]
     return None
 
 

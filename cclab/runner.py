@@ -76,7 +76,22 @@ def ensure_ccas(exp: Experiment) -> dict:
             how = f"insmod {ko[0]}" if ko else f"modprobe tcp_{cca}"
             raise RunError(f"congestion control {cca!r} is not available ({how}: {why}); "
                            f"no flow was started")
+    allow(wanted)
     return {cca: module_record(cca, exp) for cca in wanted}
+
+
+ALLOWED = "/proc/sys/net/ipv4/tcp_allowed_congestion_control"
+
+
+def allow(ccas) -> None:
+    """A namespace other than the first may only default to an "allowed" congestion control
+    (otherwise EPERM): add the experiment's to the (global) allowed list."""
+    with open(ALLOWED) as f:
+        allowed = f.read().split()
+    missing = [c for c in ccas if c not in allowed]
+    if missing:
+        with open(ALLOWED, "w") as f:
+            f.write(" ".join(allowed + missing))
 
 
 def sha256(path: str) -> str | None:
@@ -249,7 +264,7 @@ class Run:
                 self._run()
             self.manifest["status"] = "complete"
         except KeyboardInterrupt as e:
-            self.errors.append(f"interrupted ({e or 'SIGINT'})")
+            self.errors.append(f"interrupted ({e.args[0] if e.args else 'SIGINT'})")
             raise
         except Exception as e:
             self.errors.append(f"{type(e).__name__}: {e}")
@@ -414,7 +429,10 @@ class Run:
         for node, devs in topo.interfaces(self.exp.link).items():
             n = self.net.node(node)
             self.manifest["tc"][node] = {
-                d: json.loads(topo.run_in(n, ["tc", "-j", "qdisc", "show", "dev", d]) or "[]")
+                d: {"qdisc": json.loads(topo.run_in(n, ["tc", "-j", "qdisc", "show", "dev", d])
+                                        .strip() or "[]"),
+                    # tc has no JSON for classes: keep its text, one line per class
+                    "class": topo.run_in(n, ["tc", "class", "show", "dev", d]).splitlines()}
                 for d in devs}
             keys = ["net.ipv4.ip_forward"] if node in (topo.R1, topo.R2) else list(
                 topo.host_sysctls(self.exp.link, "cubic", self.exp.sysctl))

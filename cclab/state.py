@@ -56,8 +56,13 @@ def cmdline(pid: int) -> str:
 
 
 def alive(pid: int, started: int | None = None) -> bool:
-    st = start_time(pid)
-    return st is not None and (started is None or st == started)
+    """Running (not a zombie), and the same process if its start time is given."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return False
+    return fields[0] not in ("Z", "X") and (started is None or int(fields[19]) == started)
 
 
 def all_pids() -> list[int]:
@@ -139,7 +144,8 @@ def kill_in_namespaces(inodes: set[int], spare: set[int] = frozenset(),
         return []
 
     def members():
-        return [p for p in all_pids() if p != me and p not in spare and netns_inode(p) in inodes]
+        return [p for p in all_pids()
+                if p != me and p not in spare and netns_inode(p) in inodes and alive(p)]
 
     report = []
     victims = members()
@@ -197,12 +203,14 @@ def clean(force: bool = True) -> list[str]:
     for p in old.get("procs", []):
         if alive(p["pid"], p.get("started")):
             inodes.add(netns_inode(p["pid"]))
+    report += kill_in_namespaces(inodes)
+    for p in old.get("procs", []):          # a recorded process that left the namespaces
+        if alive(p["pid"], p.get("started")):
             try:
                 os.kill(p["pid"], signal.SIGKILL)
                 report.append(f"killed {p['pid']} ({p.get('what')})")
             except ProcessLookupError:
                 pass
-    report += kill_in_namespaces(inodes)
     for name in leftover_interfaces():
         subprocess.run(["ip", "link", "del", name], capture_output=True)
         report.append(f"deleted interface {name}")
