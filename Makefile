@@ -26,6 +26,7 @@ vm-image:
 	vm/build-image.sh
 
 vm-test: vm-image
+	$(PYTHON) -m pytest -v -p no:cacheprovider tests/vmhost
 	vm/run.sh --timeout $(VM_TIMEOUT) -- python3 -m pytest -v -p no:cacheprovider tests/vm
 
 test: check kmod-build vm-test

@@ -5,7 +5,9 @@
 PATH=/opt/cclab/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 HOME=/root
 LANG=C.UTF-8
-export PATH HOME LANG
+# Plain output: it goes to a serial console and from there into logs.
+PY_COLORS=0
+export PATH HOME LANG PY_COLORS
 
 mnt() { mountpoint -q "$3" 2>/dev/null || { mkdir -p "$3"; mount -t "$1" "$2" "$3"; }; }
 mnt proc proc /proc

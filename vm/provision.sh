@@ -122,7 +122,7 @@ want=$(sha256sum "$req" | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   say "installing the Python environment into $VENV"
   "$VENV/bin/pip" install -q --upgrade pip
-  "$VENV/bin/pip" install -q -r "$req"
+  "$VENV/bin/pip" install -q --progress-bar off -r "$req"
   echo "$want" > "$stamp"
 else
   say "Python environment up to date"

@@ -8,6 +8,7 @@
 # can run a guest here, otherwise QEMU's software emulation (TCG). Environment:
 #   CCLAB_VM_ACCEL  auto (default), kvm or tcg
 #   CCLAB_VM_REUSE  1: boot the newest built image even if its inputs changed (inner loop only)
+#   CCLAB_VM_LOCK   0: do not wait for other guests started by vm/run.sh (default: one at a time)
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -45,17 +46,37 @@ else
 fi
 [ -f "$img" ] || die "no image at $img: run vm/build-image.sh"
 
-# KVM only when it can really run a guest; otherwise TCG.
+# KVM only when it can really run a guest: /dev/kvm may exist where it cannot. The probe boots
+# the kernel with no root filesystem under KVM; it must get as far as its panic. The verdict is
+# kept per host kernel.
+kvm_usable() {
+  [ -w /dev/kvm ] || return 1
+  local verdict=$cache/kvm-verdict-$(uname -r) log
+  if [ ! -f "$verdict" ]; then
+    log=$(mktemp)
+    ( timeout 30 qemu-system-x86_64 -accel kvm -cpu host -M pc -m 256 -nodefaults -display none \
+      -no-reboot -kernel "$cache/vmlinuz-$key" -append "console=ttyS0 panic=-1" \
+      -serial "file:$log" </dev/null >/dev/null 2>&1 ) 2>/dev/null || true
+    if grep -q 'Kernel panic' "$log"; then echo usable > "$verdict"; else echo unusable > "$verdict"; fi
+    rm -f "$log"
+  fi
+  [ "$(cat "$verdict")" = usable ]
+}
 accel=${CCLAB_VM_ACCEL:-auto}
 if [ "$accel" = auto ]; then
-  accel=tcg
-  if [ -w /dev/kvm ] && [ -f "$cache/kvm-ok" ]; then accel=kvm; fi
+  if kvm_usable; then accel=kvm; else accel=tcg; fi
 fi
 case "$accel" in
   kvm) accel_opts=(-accel kvm -cpu host) ;;
   tcg) accel_opts=(-accel tcg,thread=multi -cpu max) ;;
   *) die "CCLAB_VM_ACCEL must be auto, kvm or tcg, not $accel" ;;
 esac
+
+# One guest at a time: two TCG guests on a small host would distort each other's timing.
+if [ "${CCLAB_VM_LOCK:-1}" = 1 ]; then
+  exec 8>"$cache/.run.lock"
+  flock -n 8 || { echo "[vm] another guest is running; waiting for it to finish" >&2; flock 8; }
+fi
 
 ctl=$(mktemp -d "${TMPDIR:-/tmp}/cclab-vm.XXXXXX")
 qpid=

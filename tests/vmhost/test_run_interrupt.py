@@ -1,0 +1,44 @@
+"""vm/run.sh on the host, with the real image: exit status, output, and nothing left behind.
+
+Run by `make test` after the image is built (these boot the guest, so they are not in
+`make check`).
+"""
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+KIT = Path(__file__).resolve().parents[2]
+
+
+def qemu_pids():
+    r = subprocess.run(["pgrep", "-f", "qemu-system-x86_64.*cclab-guest-init"], capture_output=True, text=True)
+    return set(r.stdout.split())
+
+
+def test_exit_status_and_output_come_back():
+    r = subprocess.run([str(KIT / "vm/run.sh"), "--", "sh", "-c",
+                        "echo kernel=$(uname -r); test -d /kit/vm && exit 7"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 7, r.stderr[-2000:]
+    assert "kernel=6." in r.stdout
+    assert "booted to the command in" in r.stderr
+
+
+def test_sigint_leaves_no_qemu_and_no_control_dir():
+    before = qemu_pids()
+    ctl_before = set(Path("/tmp").glob("cclab-vm.*"))
+    p = subprocess.Popen([str(KIT / "vm/run.sh"), "--", "sleep", "600"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 180
+    while time.time() < deadline and not (qemu_pids() - before):
+        time.sleep(0.5)
+    assert qemu_pids() - before, "the guest never started"
+    time.sleep(5)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 130, err
+    assert "interrupted" in err
+    time.sleep(1)
+    assert not (qemu_pids() - before), "a qemu process was left behind"
+    assert set(Path("/tmp").glob("cclab-vm.*")) <= ctl_before, "the control directory was left behind"
