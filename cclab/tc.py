@@ -52,7 +52,8 @@ def netem_limit(d: Direction, s: LinkState, buffer: int) -> int:
     """Packets netem must hold: those in the delay line plus the buffer."""
     if d.limit is not None:
         return d.limit
-    in_flight = math.ceil(s.rate * (s.delay + d.jitter) / (8 * MTU))
+    hold = s.delay + d.jitter + (d.slot.max if d.slot else 0.0)    # longest stay in netem
+    in_flight = math.ceil(s.rate * hold / (8 * MTU))
     return in_flight + buffer
 
 

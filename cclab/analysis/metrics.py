@@ -1,0 +1,420 @@
+"""Metrics from a run's raw tables, and their means with confidence intervals across runs.
+
+Per flow (`flow_metrics`):  goodput, RTT percentiles, queueing delay (RTT - min RTT),
+retransmissions, slow-start exit (first finite ssthresh: time, cwnd, peak, overshoot beyond the
+BDP), completion time of size-limited flows.
+Per run (`run_metrics`):    utilisation per direction (goodput and, with qdisc stats, the link's),
+bottleneck drop rate, Jain's fairness index and each algorithm's share while flows compete.
+Across runs (`summarise`):  mean, standard deviation and t-distribution confidence interval.
+
+Conventions: times in s since the run start; rates in bit/s; RTTs in ms; cwnd in packets
+(segments) unless a column says bytes.  Percentiles interpolate linearly (numpy's default).
+Where a metric needs a table that is missing, it is NaN.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from . import stats
+from .data import INFINITE_SSTHRESH, RunData, as_runs
+
+DEFAULT_MSS = 1448
+
+
+def _num(df: pd.DataFrame, col: str) -> pd.Series:
+    if col not in df:
+        return pd.Series(np.nan, index=df.index, dtype=float)
+    return pd.to_numeric(df[col], errors="coerce")
+
+
+# ---------------------------------------------------------------- time series
+
+def flow_info(run: RunData) -> pd.DataFrame:
+    """flows.csv with numeric columns, indexed by flow number."""
+    fl = run.table("flows").copy()
+    if not len(fl):
+        return fl
+    for c in ("t_start", "t_end", "throughput_bps", "received_bytes", "sent_bytes",
+              "bytes_requested", "retransmits", "duration", "start"):
+        fl[c] = _num(fl, c)
+    return fl.set_index("flow", drop=False)
+
+
+def mss_of(run: RunData, flow) -> float:
+    ss = run.table("ss")
+    if len(ss) and "mss" in ss:
+        m = _num(ss[ss["flow"] == flow], "mss").dropna()
+        if len(m):
+            return float(m.median())
+    return DEFAULT_MSS
+
+
+def rtt_samples(run: RunData) -> pd.DataFrame:
+    """RTT samples: columns t, flow, rtt_ms, min_rtt_ms, source (ss, probe or iperf)."""
+    ss = run.table("ss")
+    if len(ss) and _num(ss, "rtt_ms").notna().any():
+        d = pd.DataFrame({"t": _num(ss, "t"), "flow": ss["flow"], "rtt_ms": _num(ss, "rtt_ms"),
+                          "min_rtt_ms": _num(ss, "min_rtt_ms")})
+        d["source"] = "ss"
+        return d.dropna(subset=["rtt_ms"])
+    pr = run.table("probe")
+    if len(pr) and _num(pr, "srtt_us").notna().any():
+        d = pd.DataFrame({"t": _num(pr, "t"), "flow": pr["flow"],
+                          "rtt_ms": _num(pr, "srtt_us") / 1000.0, "min_rtt_ms": np.nan})
+        d["source"] = "probe"
+        return d.dropna(subset=["rtt_ms"])
+    ip = run.table("iperf")
+    d = pd.DataFrame({"t": _num(ip, "t_end"), "flow": ip.get("flow", pd.Series(dtype=float)),
+                      "rtt_ms": _num(ip, "rtt_us") / 1000.0, "min_rtt_ms": np.nan})
+    d["source"] = "iperf"
+    return d.dropna(subset=["rtt_ms"])
+
+
+def throughput_series(run: RunData) -> pd.DataFrame:
+    """Goodput per flow and iperf3 interval: columns t (interval end), t_start, t_end, flow, bps."""
+    ip = run.table("iperf")
+    if not len(ip):
+        return pd.DataFrame(columns=["t", "t_start", "t_end", "flow", "bps"])
+    d = pd.DataFrame({"flow": ip["flow"], "t_start": _num(ip, "t_start"), "t_end": _num(ip, "t_end"),
+                      "bytes": _num(ip, "bytes")})
+    d["t_start"], d["t_end"] = d["t_start"].round(3), d["t_end"].round(3)
+    g = d.groupby(["flow", "t_start", "t_end"], as_index=False)["bytes"].sum()
+    span = (g["t_end"] - g["t_start"]).where(lambda s: s > 0)
+    g["bps"] = g["bytes"] * 8 / span
+    g["t"] = g["t_end"]
+    return g[["t", "t_start", "t_end", "flow", "bps", "bytes"]].dropna(subset=["bps"])
+
+
+def cwnd_series(run: RunData) -> pd.DataFrame:
+    """cwnd and ssthresh per flow: columns t, flow, cwnd (packets), ssthresh (packets, NaN while
+    infinite), cwnd_bytes, source.  Per-ACK tcp_probe if recorded, else ss, else iperf3."""
+    pr = run.table("probe")
+    if len(pr) and _num(pr, "snd_cwnd").notna().any():
+        # one connection per flow is plotted per (flow, local_port); sum nothing here
+        d = pd.DataFrame({"t": _num(pr, "t"), "flow": pr["flow"], "port": _num(pr, "local_port"),
+                          "cwnd": _num(pr, "snd_cwnd"), "ssthresh": _num(pr, "ssthresh")})
+        d["source"] = "probe"
+    else:
+        ss = run.table("ss")
+        if len(ss) and _num(ss, "cwnd").notna().any():
+            d = pd.DataFrame({"t": _num(ss, "t"), "flow": ss["flow"], "port": _num(ss, "local_port"),
+                              "cwnd": _num(ss, "cwnd"), "ssthresh": _num(ss, "ssthresh")})
+            d["source"] = "ss"
+        else:
+            ip = run.table("iperf")
+            d = pd.DataFrame({"t": _num(ip, "t_end"), "flow": ip.get("flow", pd.Series(dtype=float)),
+                              "port": _num(ip, "stream"), "cwnd": np.nan, "ssthresh": np.nan})
+            d["cwnd_bytes"] = _num(ip, "snd_cwnd")
+            d["source"] = "iperf"
+            mss = {f: mss_of(run, f) for f in d["flow"].dropna().unique()}
+            d["cwnd"] = d["cwnd_bytes"] / d["flow"].map(mss)
+            return d.dropna(subset=["cwnd"]).sort_values("t")
+    d.loc[d["ssthresh"] >= INFINITE_SSTHRESH, "ssthresh"] = np.nan
+    mss = {f: mss_of(run, f) for f in d["flow"].dropna().unique()}
+    d["cwnd_bytes"] = d["cwnd"] * d["flow"].map(mss)
+    return d.dropna(subset=["cwnd"]).sort_values("t")
+
+
+def acked_bytes_series(run: RunData, flow) -> pd.DataFrame:
+    """Cumulative bytes acknowledged by a flow (all its connections): columns t, acked.
+    From tcp_probe's snd_una (unwrapped mod 2^32) or, without it, ss's bytes_acked."""
+    pr = run.table("probe")
+    pr = pr[pr["flow"] == flow] if len(pr) else pr
+    parts = []
+    if len(pr) and _num(pr, "snd_una").notna().any():
+        for _, g in pr.groupby("local_port"):
+            una = _num(g, "snd_una").to_numpy(dtype=float)
+            t = _num(g, "t").to_numpy(dtype=float)
+            ok = np.isfinite(una) & np.isfinite(t)
+            una, t = una[ok], t[ok]
+            if not len(una):
+                continue
+            step = np.diff(una)
+            step = np.where(step < -2 ** 31, step + 2 ** 32, step)   # sequence wrap
+            step = np.where(step < 0, 0, step)                        # reordering of samples
+            parts.append(pd.DataFrame({"t": t, "inc": np.concatenate([[0.0], step])}))
+    else:
+        ss = run.table("ss")
+        ss = ss[ss["flow"] == flow] if len(ss) else ss
+        if not len(ss) or not _num(ss, "bytes_acked").notna().any():
+            return pd.DataFrame(columns=["t", "acked"])
+        for _, g in ss.groupby("local_port"):
+            b = _num(g, "bytes_acked").to_numpy(dtype=float)
+            t = _num(g, "t").to_numpy(dtype=float)
+            ok = np.isfinite(b) & np.isfinite(t)
+            b, t = b[ok], t[ok]
+            if not len(b):
+                continue
+            parts.append(pd.DataFrame({"t": t, "inc": np.diff(np.concatenate([[0.0], b])).clip(min=0)}))
+    if not parts:
+        return pd.DataFrame(columns=["t", "acked"])
+    d = pd.concat(parts).sort_values("t", kind="stable")
+    return pd.DataFrame({"t": d["t"].to_numpy(), "acked": d["inc"].cumsum().to_numpy()})
+
+
+def download_time(acked: pd.DataFrame, sizes, origin: float | None = None) -> np.ndarray:
+    """Time (s since `origin`, default the first sample) until `acked` first reaches each size;
+    linear interpolation between samples; NaN for sizes never reached."""
+    sizes = np.asarray(sizes, dtype=float)
+    if not len(acked):
+        return np.full(len(sizes), np.nan)
+    t = acked["t"].to_numpy(dtype=float)
+    a = np.maximum.accumulate(acked["acked"].to_numpy(dtype=float))
+    t0 = t[0] if origin is None else origin
+    out = np.full(len(sizes), np.nan)
+    for i, s in enumerate(sizes):
+        k = int(np.searchsorted(a, s, side="left"))
+        if k >= len(a):
+            continue
+        if k == 0 or a[k] == a[k - 1]:
+            out[i] = t[k] - t0
+        else:
+            frac = (s - a[k - 1]) / (a[k] - a[k - 1])
+            out[i] = t[k - 1] + frac * (t[k] - t[k - 1]) - t0
+    return out
+
+
+# ---------------------------------------------------------------- slow start
+
+def slow_start_exit(cw: pd.DataFrame) -> dict:
+    """Slow-start exit of one connection from its cwnd/ssthresh samples (cwnd_series rows):
+    the first sample with a finite ssthresh.  Time is relative to the first sample.
+    Returns {"t_exit", "t_exit_abs", "cwnd_exit", "cwnd_peak"} (NaN if it never exited)."""
+    cw = cw.sort_values("t")
+    out = {"t_exit": math.nan, "t_exit_abs": math.nan, "cwnd_exit": math.nan,
+           "cwnd_peak": math.nan}
+    if not len(cw):
+        return out
+    fin = cw[cw["ssthresh"].notna()]
+    if not len(fin):
+        return out
+    row = fin.iloc[0]
+    t0 = float(cw["t"].iloc[0])
+    before = cw[cw["t"] <= row["t"]]
+    out.update(t_exit=float(row["t"]) - t0, t_exit_abs=float(row["t"]),
+               cwnd_exit=float(row["cwnd"]), cwnd_peak=float(before["cwnd"].max()))
+    return out
+
+
+# ---------------------------------------------------------------- per flow
+
+def flow_metrics(run: RunData) -> pd.DataFrame:
+    """One row per flow; see the module docstring for the columns."""
+    fl = flow_info(run)
+    flows = list(fl.index) if len(fl) else sorted(run.table("iperf").get("flow", pd.Series()).dropna().unique())
+    rtt = rtt_samples(run)
+    tput = throughput_series(run)
+    cw = cwnd_series(run)
+    ss = run.table("ss")
+    rows = []
+    for f in flows:
+        info = fl.loc[f] if len(fl) and f in fl.index else pd.Series(dtype=object)
+        r = {"flow": f, "cca": info.get("cca"), "direction": info.get("direction", "down"),
+             "run": run.label, "experiment": run.experiment, "repetition": run.repetition,
+             "trusted": run.trusted}
+        # goodput
+        g = info.get("throughput_bps", math.nan)
+        tp = tput[tput["flow"] == f]
+        if not (isinstance(g, float) and math.isfinite(g)) and len(tp):
+            g = tp["bytes"].sum() * 8 / max(1e-9, tp["t_end"].max() - tp["t_start"].min())
+        r["goodput_bps"] = float(g) if g is not None else math.nan
+        direction = r["direction"] if isinstance(r["direction"], str) else "down"
+        r["utilisation"] = r["goodput_bps"] / run.rate(direction) if run.rate(direction) else math.nan
+        # RTT and queueing delay
+        rs = rtt[rtt["flow"] == f]
+        vals = rs["rtt_ms"].to_numpy(dtype=float)
+        base = np.nanmin(np.concatenate([vals, rs["min_rtt_ms"].to_numpy(dtype=float)])) if len(rs) else math.nan
+        r["min_rtt_ms"] = float(base)
+        for q in (50, 95, 99):
+            r[f"rtt_p{q}_ms"] = stats.percentile(vals, q)
+            r[f"qdelay_p{q}_ms"] = stats.percentile(vals - base, q) if len(vals) else math.nan
+        r["rtt_mean_ms"] = float(np.mean(vals)) if len(vals) else math.nan
+        r["rtt_source"] = rs["source"].iloc[0] if len(rs) else None
+        # retransmissions
+        sf = ss[ss["flow"] == f] if len(ss) else ss
+        segs = retr = math.nan
+        if len(sf):
+            by_port = sf.groupby("local_port")
+            segs = float(by_port.apply(lambda g: _num(g, "data_segs_out").max()).sum(min_count=1))
+            retr = float(by_port.apply(lambda g: _num(g, "retrans_total").max()).sum(min_count=1))
+        iperf_retr = info.get("retransmits", math.nan)
+        if iperf_retr is not None and math.isfinite(float(iperf_retr)):
+            retr = float(iperf_retr)
+        r["retransmits"] = retr
+        r["data_segs_out"] = segs
+        r["retrans_rate"] = retr / segs if segs and math.isfinite(segs) and segs > 0 else math.nan
+        # slow start (the flow's first connection by first sample)
+        cf = cw[cw["flow"] == f]
+        ex = {"t_exit": math.nan, "cwnd_exit": math.nan, "cwnd_peak": math.nan}
+        if len(cf):
+            first_port = cf.sort_values("t")["port"].iloc[0]
+            ex = slow_start_exit(cf[cf["port"] == first_port])
+        mss = mss_of(run, f)
+        bdp = run.bdp_bytes(direction)
+        r["ss_exit_s"] = ex["t_exit"]
+        r["ss_exit_cwnd"] = ex["cwnd_exit"]
+        r["ss_peak_cwnd"] = ex["cwnd_peak"]
+        r["bdp_packets"] = bdp / mss if bdp else math.nan
+        r["ss_overshoot"] = ex["cwnd_peak"] * mss / bdp - 1 if bdp else math.nan
+        # completion time of size-limited flows
+        r["bytes_requested"] = info.get("bytes_requested", math.nan)
+        t_start, t_end = info.get("t_start", math.nan), info.get("t_end", math.nan)
+        r["fct_s"] = (t_end - t_start) if (r["bytes_requested"] is not None
+                                           and math.isfinite(float(r["bytes_requested"] or math.nan))) else math.nan
+        r["t_start"], r["t_end"] = t_start, t_end
+        rows.append(r)
+    return pd.DataFrame(rows)
+
+
+# ---------------------------------------------------------------- per run
+
+def overlap_window(fm: pd.DataFrame, tput: pd.DataFrame) -> tuple[float, float]:
+    """The interval during which every flow was sending (from iperf3 intervals)."""
+    spans = tput.groupby("flow").agg(a=("t_start", "min"), b=("t_end", "max"))
+    if not len(spans):
+        return (math.nan, math.nan)
+    return float(spans["a"].max()), float(spans["b"].min())
+
+
+def shares(run: RunData, window: tuple[float, float] | None = None) -> pd.DataFrame:
+    """Throughput of each flow while all compete: columns flow, cca, bps, share."""
+    tput = throughput_series(run)
+    fl = flow_info(run)
+    if not len(tput):
+        return pd.DataFrame(columns=["flow", "cca", "bps", "share"])
+    a, b = window or overlap_window(None, tput)
+    mid = (tput["t_start"] + tput["t_end"]) / 2
+    inside = tput[(mid >= a) & (mid <= b)] if (math.isfinite(a) and b > a) else tput
+    if not len(inside):
+        inside = tput
+    per = inside.groupby("flow").apply(
+        lambda g: g["bytes"].sum() * 8 / max(1e-9, (g["t_end"] - g["t_start"]).sum())).rename("bps")
+    per = per.reset_index()
+    per["cca"] = per["flow"].map(fl["cca"] if len(fl) else {})
+    total = per["bps"].sum()
+    per["share"] = per["bps"] / total if total else math.nan
+    return per
+
+
+def qdisc_root(run: RunData, direction: str) -> pd.DataFrame:
+    """Samples of the root qdisc of the bottleneck in one direction (first device if several)."""
+    q = run.table("qdisc")
+    if not len(q):
+        return q
+    q = q[(q["direction"] == direction) & (q["parent"].astype(str) == "root")]
+    if not len(q):
+        return q
+    dev = q["dev"].iloc[0]
+    q = q[q["dev"] == dev].copy()
+    for c in ("t", "bytes", "packets", "drops", "backlog_bytes", "backlog_packets"):
+        q[c] = _num(q, c)
+    return q.sort_values("t")
+
+
+def run_metrics(run: RunData) -> dict:
+    """One dict per run: utilisation, drop rate, fairness, shares, RTT, slow start, verdict."""
+    fm = flow_metrics(run)
+    out = {"run": run.label, "experiment": run.experiment, "repetition": run.repetition,
+           "trusted": run.trusted, "flows": len(fm)}
+    tput = throughput_series(run)
+    for direction in run.data_directions():
+        ids = fm[fm["direction"] == direction]["flow"]
+        tp = tput[tput["flow"].isin(ids)]
+        rate = run.rate(direction)
+        if len(tp):
+            a, b = tp["t_start"].min(), tp["t_end"].max()
+            out[f"goodput_bps_{direction}"] = tp["bytes"].sum() * 8 / max(1e-9, b - a)
+            out[f"utilisation_{direction}"] = out[f"goodput_bps_{direction}"] / run.expected_rate(direction, a, b)
+        q = qdisc_root(run, direction)
+        if len(q) > 1 and len(tp):
+            a, b = tp["t_start"].min(), tp["t_end"].max()
+            w = q[(q["t"] >= a) & (q["t"] <= b)]
+            if len(w) > 1:
+                dt = w["t"].iloc[-1] - w["t"].iloc[0]
+                out[f"link_utilisation_{direction}"] = (
+                    (w["bytes"].iloc[-1] - w["bytes"].iloc[0]) * 8 / dt / run.expected_rate(direction, a, b)
+                    if dt > 0 else math.nan)
+            dp = q["packets"].iloc[-1] - q["packets"].iloc[0]
+            dd = q["drops"].iloc[-1] - q["drops"].iloc[0]
+            out[f"drop_rate_{direction}"] = dd / (dp + dd) if (dp + dd) > 0 else 0.0
+        elif not len(tp):
+            out[f"utilisation_{direction}"] = math.nan
+        out[f"rate_bps_{direction}"] = rate
+    sh = shares(run)
+    out["jain"] = stats.jain(sh["bps"]) if len(sh) >= 2 else math.nan
+    for cca, s in sh.groupby("cca")["share"].sum().items():
+        out[f"share_{cca}"] = float(s)
+    rtt = rtt_samples(run)
+    for q in (50, 95, 99):
+        out[f"rtt_p{q}_ms"] = stats.percentile(rtt["rtt_ms"], q)
+    out["qdelay_p95_ms"] = float(fm["qdelay_p95_ms"].max()) if len(fm) else math.nan
+    out["retransmits"] = float(fm["retransmits"].sum(min_count=1)) if len(fm) else math.nan
+    return out
+
+
+# ---------------------------------------------------------------- many runs
+
+def flow_table(runs) -> pd.DataFrame:
+    """flow_metrics of many runs stacked."""
+    frames = [flow_metrics(r) for r in as_runs(runs)]
+    frames = [f for f in frames if len(f)]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def run_table(runs) -> pd.DataFrame:
+    return pd.DataFrame([run_metrics(r) for r in as_runs(runs)])
+
+
+def summarise(df: pd.DataFrame, by, values, confidence: float = 0.95) -> pd.DataFrame:
+    """Mean, std and t-interval of each value column per group (one row per group and metric).
+    Each row of `df` is one observation (e.g. one repetition's value)."""
+    by = [by] if isinstance(by, str) else list(by)
+    rows = []
+    if not len(df):
+        return pd.DataFrame(columns=by + ["metric", "n", "mean", "std", "ci_low", "ci_high",
+                                          "half_width"])
+    for key, g in df.groupby(by, dropna=False):
+        key = key if isinstance(key, tuple) else (key,)
+        for v in values:
+            if v not in g:
+                continue
+            ci = stats.mean_ci(pd.to_numeric(g[v], errors="coerce"), confidence)
+            rows.append({**dict(zip(by, key)), "metric": v, **ci})
+    return pd.DataFrame(rows)
+
+
+def per_cca(runs) -> pd.DataFrame:
+    """One row per run and algorithm (flows of the same algorithm in a run averaged, their
+    goodput summed): the observations across which `summarise` builds intervals."""
+    ft = flow_table(runs)
+    if not len(ft):
+        return ft
+    agg = {"goodput_bps": "sum", "utilisation": "sum", "rtt_p50_ms": "mean", "rtt_p95_ms": "mean",
+           "rtt_p99_ms": "mean", "qdelay_p95_ms": "mean", "retransmits": "sum",
+           "retrans_rate": "mean", "ss_exit_s": "mean", "ss_overshoot": "mean", "fct_s": "mean"}
+    g = ft.groupby(["experiment", "run", "cca"], as_index=False, dropna=False).agg(
+        {k: v for k, v in agg.items() if k in ft})
+    trusted = ft.groupby("run")["trusted"].first()
+    g["trusted"] = g["run"].map(trusted)
+    return g
+
+
+def download_curves(runs, sizes) -> pd.DataFrame:
+    """Download time against size for every flow of every run (SEARCH paper, Fig. 4a/9a):
+    columns run, experiment, flow, cca, size, time (s since the flow's first ACK)."""
+    rows = []
+    for run in as_runs(runs):
+        fl = flow_info(run)
+        flows = list(fl.index) if len(fl) else []
+        for f in flows:
+            acked = acked_bytes_series(run, f)
+            times = download_time(acked, sizes)
+            for s, t in zip(sizes, times):
+                rows.append({"run": run.label, "experiment": run.experiment, "flow": f,
+                             "cca": fl.loc[f, "cca"], "size": float(s), "time": t,
+                             "trusted": run.trusted})
+    return pd.DataFrame(rows)

@@ -1,0 +1,198 @@
+"""Engine pieces that need no network: traces, measurement parsers, results, CLI."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cclab import measure, results, traces
+from cclab.spec import Experiment, Flow
+from cclab.units import SpecError
+
+KIT = Path(__file__).resolve().parents[2]
+
+
+def cclab(*args):
+    return subprocess.run([sys.executable, "-m", "cclab", *args], capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=str(KIT)), timeout=120)
+
+
+# ---------------------------------------------------------------- traces
+
+def test_trace_generator_is_deterministic_and_near_its_mean():
+    a = traces.generate(30, 10e6, seed=3)
+    assert a == traces.generate(30, 10e6, seed=3) and a != traces.generate(30, 10e6, seed=4)
+    assert a == sorted(a) and a[-1] == 30000
+    assert 0.5 * 10e6 < traces.mean_rate(a) < 1.5 * 10e6
+
+
+def test_trace_rates_per_window_and_looping():
+    tr = [1, 1, 2, 3, 10]                       # 5 packets in a 10 ms trace, then it loops
+    assert traces.opportunities(tr, 0, 10, 10) == 4
+    assert traces.opportunities(tr, 0, 20, 10) == 9    # the ms 10 entry of loop 0 and loop 1's
+    r = traces.rates(tr, 0.01, 0.03)
+    assert len(r) == 3 and r[0] == 4 * 12000 / 0.01
+
+
+def test_shipped_traces_parse():
+    for p in (KIT / "topologies" / "traces").iterdir():
+        t = traces.read(p)
+        assert traces.mean_rate(t) > 1e6
+
+
+@pytest.mark.parametrize("text", ["", "1\nx\n", "5\n3\n", "0\n", "-1\n"])
+def test_bad_traces_are_refused(text):
+    with pytest.raises(SpecError):
+        traces.parse(text)
+
+
+def test_trace_cli(tmp_path):
+    out = tmp_path / "t.down"
+    r = subprocess.run([sys.executable, "-m", "cclab.traces", "--seconds", "2", "--mean", "5mbit",
+                        "-o", str(out)], env=dict(os.environ, PYTHONPATH=str(KIT)),
+                       capture_output=True, text=True)
+    assert r.returncode == 0 and traces.read(out)[-1] == 2000
+
+
+# ---------------------------------------------------------------- parsers
+
+SS = ("ESTAB 0 1448 10.0.1.2:40022 10.1.1.2:5201 bbr wscale:7,7 rto:220 rtt:20.5/1.25 ato:40 "
+      "mss:1448 pmtu:1500 rcvmss:536 advmss:1448 cwnd:42 ssthresh:30 bytes_sent:100 "
+      "bytes_retrans:2896 bytes_acked:900 segs_out:80 segs_in:40 data_segs_out:79 "
+      "bbr:(bw:9.5Mbps,mrtt:20.1,pacing_gain:1.25,cwnd_gain:2) send 23.7Mbps lastsnd:4 "
+      "pacing_rate 11.8Mbps delivery_rate 9.4Mbps delivered:60 app_limited busy:100ms "
+      "unacked:12 retrans:1/2 lost:1 rcv_space:14480 minrtt:20.01")
+
+
+def test_parse_ss_line():
+    r = measure.parse_ss_line(SS)
+    assert r["cca"] == "bbr" and r["cwnd"] == 42 and r["ssthresh"] == 30
+    assert r["rtt_ms"] == 20.5 and r["rttvar_ms"] == 1.25 and r["min_rtt_ms"] == 20.01
+    assert r["pacing_rate_bps"] == 11.8e6 and r["delivery_rate_bps"] == 9.4e6
+    assert r["retrans"] == 1 and r["retrans_total"] == 2 and r["bytes_retrans"] == 2896
+    assert r["module_info"] == "bbr:(bw:9.5Mbps,mrtt:20.1,pacing_gain:1.25,cwnd_gain:2)"
+    assert r["app_limited"] == 1 and r["local_port"] == 40022 and r["peer_port"] == 5201
+    cubic = measure.parse_ss_line("ESTAB 0 0 10.0.1.2:1 10.1.1.2:5201 ts sack cubic wscale:7,7 cwnd:10")
+    assert cubic["cca"] == "cubic"
+
+
+def test_parse_ss_keeps_only_the_flows_data_sockets():
+    text = f"@100.0\n{SS}\n{SS.replace(':40022', ':40020')}\n@100.05\n{SS}\n"
+    e = Experiment(name="t", profile="wired", flows=[Flow(cca="bbr")])
+    rows = measure.parse_ss(text, "cc-s1", 99.0, measure.flow_lookup(e, {1: [40022]}))
+    assert [r["t"] for r in rows] == [1.0, 1.05] and {r["flow"] for r in rows} == {1}
+
+
+def test_parse_tc():
+    block = json.dumps([{"kind": "htb", "handle": "1:", "root": True, "bytes": 10, "packets": 1,
+                         "drops": 0, "overlimits": 3, "requeues": 0, "backlog": 0, "qlen": 0},
+                        {"kind": "netem", "handle": "10:", "parent": "1:1", "bytes": 9000,
+                         "packets": 6, "drops": 2, "backlog": 3000, "qlen": 2}])
+    rows = measure.parse_tc(f"@10.5\n{block}\n", "cc-r1", "cc-r1-core", "down", 10.0)
+    assert rows[1]["t"] == 0.5 and rows[1]["backlog_packets"] == 2 and rows[1]["drops"] == 2
+    assert rows[0]["parent"] == "root"
+
+
+def test_parse_ping():
+    text = ("PING 10.0.1.2 (10.0.1.2) 56(84) bytes of data.\n"
+            "[1000.200000] 64 bytes from 10.0.1.2: icmp_seq=1 ttl=62 time=20.0 ms\n"
+            "[1000.600000] no answer yet for icmp_seq=2\n"
+            "[1000.620000] 64 bytes from 10.0.1.2: icmp_seq=3 ttl=62 time=20.0 ms\n")
+    rows = measure.parse_ping(text, "a", "b", 1000.0, 0.2)
+    assert [r["seq"] for r in rows] == [1, 2, 3]
+    assert rows[0]["t"] == pytest.approx(0.18) and rows[1]["rtt_ms"] is None
+
+
+def test_parse_probe():
+    line = ("iperf3-812 [001] ..s1. 1234.500000: tcp_probe: family=AF_INET src=10.0.1.2:40022 "
+            "dest=10.1.1.2:5201 mark=0x0 data_len=0 snd_nxt=0x10 snd_una=0x8 snd_cwnd=14 "
+            "ssthresh=2147483647 snd_wnd=64256 srtt=20500 rcv_wnd=65160 sock_cookie=2\n")
+    e = Experiment(name="t", profile="wired", flows=[Flow(cca="cubic")])
+    rows = measure.parse_probe(line, 1234.0, measure.flow_lookup(e, {}))
+    assert rows == [{"t": 0.5, "flow": 1, "local_port": 40022, "peer_port": 5201, "snd_cwnd": "14",
+                     "ssthresh": "2147483647", "srtt_us": "20500", "snd_wnd": "64256",
+                     "snd_nxt": "0x10", "snd_una": "0x8", "data_len": "0"}]
+
+
+def test_parse_iperf():
+    doc = {"start": {"connected": [{"local_port": 40022}]},
+           "intervals": [{"streams": [{"socket": 5, "start": 0, "end": 0.1, "bytes": 125000,
+                                       "bits_per_second": 1e7, "retransmits": 0,
+                                       "snd_cwnd": 14480, "rtt": 20000, "rttvar": 500}]}],
+           "end": {"sum_sent": {"bytes": 125000, "retransmits": 1},
+                   "sum_received": {"bytes": 120000, "bits_per_second": 9.6e6},
+                   "streams": [{"sender": {"mean_rtt": 21000, "min_rtt": 20000}}],
+                   "sender_tcp_congestion": "cubic"}}
+    rows, s = measure.parse_iperf(doc, 1, 2.0)
+    assert rows[0]["t_end"] == 2.1 and rows[0]["snd_cwnd"] == 14480
+    assert s["cca_iperf"] == "cubic" and s["throughput_bps"] == 9.6e6 and s["local_ports"] == [40022]
+    assert s["mean_rtt_us"] == 21000 and s["min_rtt_us"] == 20000
+
+
+def test_iperf_client_command():
+    f = Flow(cca="bbr", duration=5, streams=4)
+    assert measure.iperf_client(f, "10.1.1.2", 5201, 0.1) == [
+        "iperf3", "-c", "10.1.1.2", "-p", "5201", "-J", "-i", "0.1", "-P", "4",
+        "--connect-timeout", "5000", "-t", "5", "-C", "bbr"]
+    u = Flow(cca="cubic", protocol="udp", rate="5mbit", length=100, bytes="1MB")
+    assert measure.iperf_client(u, "x", 1, 0.5)[-7:] == ["-n", "1000000", "-u", "-b", "5000000",
+                                                          "-l", "100"]
+
+
+# ---------------------------------------------------------------- results and CLI
+
+def fake_run(tmp_path) -> Path:
+    run = tmp_path / "results" / "demo" / "20240101-000000-1"
+    results.write_json(run / "manifest.json", {"experiment": "demo", "repetition": 1,
+                                               "status": "complete", "profile": {"name": "wired"},
+                                               "kit": {"commit": "abc"}, "kernel": "6.1"})
+    results.write_table(run, "flows", [{"flow": 1, "cca": "cubic", "direction": "down"}])
+    results.write_table(run, "iperf", [{"flow": 1, "stream": 5, "t_start": i / 10,
+                                        "t_end": (i + 1) / 10, "bits_per_second": 1e7}
+                                       for i in range(20)])
+    results.write_table(run, "ss", [{"t": i / 20, "flow": 1, "local_port": 4000, "cwnd": 10 + i,
+                                     "rtt_ms": 20} for i in range(40)])
+    results.write_table(run, "ping", [{"t": i / 5, "seq": i, "rtt_ms": 20.5} for i in range(10)])
+    return run
+
+
+def test_write_atomic_leaves_no_temporary(tmp_path):
+    results.write_atomic(tmp_path / "a.txt", "x")
+    results.write_atomic(tmp_path / "a.txt", "y")
+    assert os.listdir(tmp_path) == ["a.txt"] and (tmp_path / "a.txt").read_text() == "y"
+
+
+def test_loaders_return_dataframes(tmp_path):
+    pytest.importorskip("pandas")
+    run = fake_run(tmp_path)
+    assert list(results.load(run, "ss").columns) == results.TABLES["ss"]
+    assert len(results.load(run, "iperf")) == 20
+    assert results.load(run, "probe").empty                  # absent: empty, with columns
+    both = results.load_runs(tmp_path / "results", "flows")
+    assert list(both.columns[:3]) == ["experiment", "run", "repetition"] and len(both) == 1
+    with pytest.raises(ValueError):
+        results.load(run, "nope")
+
+
+def test_cli_plot(tmp_path):
+    pytest.importorskip("matplotlib")
+    run = fake_run(tmp_path)
+    r = cclab("plot", str(run))
+    assert r.returncode == 0, r.stderr
+    assert (run / "timeseries.png").stat().st_size > 1000
+    assert cclab("plot", str(tmp_path)).returncode == 2
+
+
+def test_cli_profiles_lists_every_profile():
+    r = cclab("profiles")
+    assert r.returncode == 0
+    names = [l.split()[0] for l in r.stdout.splitlines()]
+    assert {"wired", "wifi", "cellular", "geo", "leo", "starlink-seed"} <= set(names)
+    assert "invalid" not in r.stdout
+
+
+def test_cli_usage_errors_exit_2():
+    assert cclab().returncode == 2
+    assert cclab("frobnicate").returncode == 2
