@@ -189,16 +189,20 @@ static inline u64 spline_bw_inflight(const struct spline_state *s,
 /* fairness_rat = bw / throughput + 1, SPLINE_FAIR_MAX when nothing flies. */
 static inline u32 spline_fairness(u64 bw, u64 throughput)
 {
+	u64 q;
+
 	if (!throughput)
 		return SPLINE_FAIR_MAX;
-	return (u32)cc_min64(div64_u64(bw, throughput) + 1, SPLINE_FAIR_MAX);
+	q = div64_u64(bw, throughput);
+	return q >= SPLINE_FAIR_MAX - 1 ? SPLINE_FAIR_MAX : (u32)q + 1;
 }
 
 /*
  * max_could_cwnd = cwnd + fairness_rat * bw_ack / (bw_inflight / 4) + G.
  * The seed's formula is the headroom; as a window it is added to cwnd.  G is
  * half of this ACK's segments if the ACK carries more than the previous one
- * did, else SPLINE_LAG_GROWTH (ACK lag limits growth).
+ * did, else SPLINE_LAG_GROWTH (ACK lag limits growth).  A growing ACK never
+ * gets less than a lagging one: G >= SPLINE_LAG_GROWTH.
  */
 static inline u32 spline_max_could_cwnd(u32 cwnd, u32 fairness, u64 bw_ack,
 					u64 bw_inflight, u32 curr_ack,
@@ -209,7 +213,9 @@ static inline u32 spline_max_could_cwnd(u32 cwnd, u32 fairness, u64 bw_ack,
 	q = bw_inflight ? div64_u64(4 * cc_min64(bw_ack, SPLINE_MAX_BW),
 				    bw_inflight) : SPLINE_ACK_RATIO_MAX;
 	q = cc_min64(q, SPLINE_ACK_RATIO_MAX);
-	g = curr_ack > last_ack ? curr_ack / 2 : SPLINE_LAG_GROWTH;
+	g = SPLINE_LAG_GROWTH;
+	if (curr_ack > last_ack)
+		g = cc_max32(curr_ack / 2, SPLINE_LAG_GROWTH);
 	cap = (u64)cwnd + (u64)fairness * q + g;
 	return (u32)cc_min64(cap, U32_MAX);
 }
@@ -433,15 +439,19 @@ static inline struct spline_out spline_on_ack(struct spline_state *s,
 	if (s->mode == SPLINE_START_PROBE && (s->flags & SPLINE_F_LOSS_ROUND))
 		spline_set_mode(s, SPLINE_DRAIN_PROBE);
 
-	/* 6. Loss recovery: cut to recover_cwnd, or grow back to it (RTO). */
+	/*
+	 * 6. Loss recovery: cut to recover_cwnd, or, after an RTO collapsed
+	 * the window, grow back to it by the ACKed amount.  Only while the
+	 * kernel is recovering; afterwards the mode decides again.
+	 */
+	if (!in->in_recovery)
+		s->recover_cwnd = 0;
 	if (s->recover_cwnd) {
 		if (cwnd > s->recover_cwnd)
 			cwnd = s->recover_cwnd;
 		else if (cwnd < s->recover_cwnd)
 			cwnd = (u32)cc_min64((u64)cwnd + in->acked,
 					     s->recover_cwnd);
-		if (!in->in_recovery && cwnd >= s->recover_cwnd)
-			s->recover_cwnd = 0;
 	}
 
 	/* 7. The window for the mode. */
@@ -451,6 +461,9 @@ static inline struct spline_out spline_on_ack(struct spline_state *s,
 			cwnd = (u32)cc_min64((u64)cwnd + in->acked, U32_MAX);
 		break;
 	case SPLINE_PROBE_BW:
+		/* back from PROBE_RTT: refill the pipe at once */
+		if (out.old_mode == SPLINE_PROBE_RTT && bdp)
+			cwnd = cc_max32(cwnd, bdp);
 		if (in->cwnd_limited && !in->in_recovery) {
 			/* accumulate acked * k in units of 1/cwnd segment */
 			u64 k = 1, cnt, inc;
@@ -477,7 +490,7 @@ static inline struct spline_out spline_on_ack(struct spline_state *s,
 	}
 
 	/* growth never beyond max_could_cwnd (it never forces a cut) */
-	if (cwnd > old_cwnd)
+	if (cwnd > old_cwnd && out.old_mode != SPLINE_PROBE_RTT)
 		cwnd = cc_max32(old_cwnd, cc_min32(cwnd, s->max_could_cwnd));
 	cwnd = cc_max32(cwnd, SPLINE_MIN_CWND);
 	if (in->cwnd_clamp)

@@ -1,0 +1,1263 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Host harness for the algorithm cores of tcp_search and tcp_spline.
+ *
+ * Built by "make -C kmod test" with -fsanitize=address,undefined and
+ * -fno-sanitize-recover=all, so any overflow of a signed value, shift out of
+ * range, division by zero or out-of-bounds access aborts the run.  Every test
+ * case below also makes real assertions about the results.  The last line is
+ * "N passed, M failed"; the exit status is non-zero if anything failed.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cc_compat.h"
+#include "cubic_core.h"
+#include "search_core.h"
+#include "spline_core.h"
+
+/* ------------------------------------------------------------------ */
+/* a very small test framework */
+
+static int case_failures;
+
+#define CHECK(cond) do {						\
+	if (!(cond)) {							\
+		fprintf(stderr, "    %s:%d: CHECK(%s) failed\n",	\
+			__FILE__, __LINE__, #cond);			\
+		case_failures++;					\
+	}								\
+} while (0)
+
+#define CHECK_EQ(a, b) do {						\
+	long long _a = (long long)(a), _b = (long long)(b);		\
+	if (_a != _b) {							\
+		fprintf(stderr, "    %s:%d: %s == %lld, expected %s == %lld\n", \
+			__FILE__, __LINE__, #a, _a, #b, _b);		\
+		case_failures++;					\
+	}								\
+} while (0)
+
+#define CHECK_RANGE(v, lo, hi) do {					\
+	double _v = (double)(v), _lo = (double)(lo), _hi = (double)(hi); \
+	if (!(_v >= _lo && _v <= _hi)) {				\
+		fprintf(stderr, "    %s:%d: %s == %g, not in [%g, %g]\n", \
+			__FILE__, __LINE__, #v, _v, _lo, _hi);		\
+		case_failures++;					\
+	}								\
+} while (0)
+
+struct test_case {
+	const char *name;
+	void (*fn)(void);
+};
+
+/* ------------------------------------------------------------------ */
+/* SEARCH */
+
+static const struct search_params search_default = {
+	SEARCH_WINDOW_FACTOR_DEF, SEARCH_W_DEF, SEARCH_EXTRA_DEF,
+	SEARCH_THRESH_DEF
+};
+
+/* The paper's worked example: a window of 4 RTTs in 4 bins of one RTT. */
+static const struct search_params search_paper = { 40, 4, 15, 350 };
+
+static void t_search_params_sane(void)
+{
+	struct search_params zero = { 0, 0, 0, 0 };
+	struct search_params huge = { 4000000000U, 4000000000U, 4000000000U,
+				      4000000000U };
+	struct search_params p = search_params_sane(zero);
+
+	CHECK_EQ(p.window_factor, 35);
+	CHECK_EQ(p.bins, 10);
+	CHECK_EQ(p.extra_bins, 15);
+	CHECK_EQ(p.thresh, 350);
+	p = search_params_sane(huge);
+	CHECK_EQ(p.window_factor, 35);
+	CHECK_EQ(p.bins, 10);
+	CHECK_EQ(p.thresh, 350);
+	/* the defaults fit the ring: W + EXTRA_BINS + 1 slots */
+	CHECK(SEARCH_W_DEF + SEARCH_EXTRA_DEF + 1 <= SEARCH_RING_BINS);
+}
+
+static void t_search_state_size(void)
+{
+	/* tcp_search.c: cubic + hystart + search + one status byte */
+	size_t sz = sizeof(struct cubic_state) + sizeof(struct hystart_state) +
+		    sizeof(struct search_state) + 1;
+
+	CHECK(sz <= 104);
+	CHECK(sizeof(struct spline_state) <= 104);
+	CHECK_EQ(sizeof(struct hystart_state), 8);
+}
+
+static void t_search_bin_duration(void)
+{
+	struct search_state s = { 0 };
+
+	search_arm(&s, &search_default, 1000, 0, 100000);	/* 100 ms */
+	CHECK_EQ(s.bin_dur_us, 35000);
+	CHECK_EQ(s.bin_end_us, 36000);
+	CHECK(s.flags & SEARCH_F_ARMED);
+
+	search_arm(&s, &search_default, 0, 0, 1);		/* 1 us RTT */
+	CHECK_EQ(s.bin_dur_us, SEARCH_MIN_BIN_US);
+
+	search_arm(&s, &search_default, 0, 0, 10000000);	/* 10 s */
+	CHECK_EQ(s.bin_dur_us, 3500000);
+
+	/* no RTT yet: nothing happens until the first sample */
+	search_arm(&s, &search_default, 0, 0, 0);
+	CHECK_EQ(s.bin_dur_us, 0);
+	CHECK_EQ(search_update(&s, &search_default, 500, 10, 0), SEARCH_IDLE);
+	CHECK_EQ(s.bin_dur_us, 0);
+	CHECK_EQ(search_update(&s, &search_default, 600, 20, 20000), SEARCH_IDLE);
+	CHECK_EQ(s.bin_dur_us, 7000);
+	CHECK_EQ(s.prev_delivered, 20);
+	CHECK_EQ(s.bin_end_us, 7600);
+
+	/* disarmed: ignores everything */
+	search_disarm(&s);
+	CHECK_EQ(search_update(&s, &search_default, 1000000, 999, 20000),
+		 SEARCH_IDLE);
+	CHECK_EQ(s.nbins, 0);
+}
+
+static void t_search_roll(void)
+{
+	struct search_state s = { 0 };
+	u32 t;
+
+	search_arm(&s, &search_default, 0, 100, 10000);	/* bins of 3.5 ms */
+	CHECK_EQ(s.bin_dur_us, 3500);
+	/* inside the first bin: nothing */
+	CHECK_EQ(search_update(&s, &search_default, 3500, 150, 10000),
+		 SEARCH_IDLE);
+	CHECK_EQ(s.nbins, 0);
+	/* first boundary: bin 0 holds what came since arming */
+	CHECK_EQ(search_update(&s, &search_default, 3501, 170, 10000),
+		 SEARCH_NOT_ENOUGH);
+	CHECK_EQ(s.nbins, 1);
+	CHECK_EQ(s.pos, 0);
+	CHECK_EQ(s.bins[0], 70);
+	CHECK_EQ(s.bin_end_us, 7000);
+	/* further ACKs in the same bin do not roll */
+	CHECK_EQ(search_update(&s, &search_default, 6999, 200, 10000),
+		 SEARCH_IDLE);
+	CHECK_EQ(s.nbins, 1);
+	for (t = 2; t <= 5; t++) {
+		/* the ACK at 6999 did not roll: its data lands in bin 2 */
+		search_update(&s, &search_default, t * 3500 + 1,
+			      200 + (t - 1) * 10, 10000);
+		CHECK_EQ(s.nbins, t);
+		CHECK_EQ(s.bins[s.pos], t == 2 ? 40 : 10);
+	}
+	CHECK_EQ(s.pos, 4);
+}
+
+static void t_search_skipped_bins(void)
+{
+	struct search_state s = { 0 };
+	u32 d = 0, i;
+
+	search_arm(&s, &search_default, 0, 0, 10000);	/* 3.5 ms bins */
+	for (i = 1; i <= 3; i++) {
+		d += 100;
+		search_update(&s, &search_default, i * 3500 + 1, d, 10000);
+	}
+	CHECK_EQ(s.nbins, 3);
+	/* an RTT spike: no ACK for 3.x bins, then a burst */
+	d += 500;
+	search_update(&s, &search_default, 4 * 3500 + 3 * 3500 + 1, d, 10000);
+	/* now - bin_end = 3 bins + 1 us -> passed = 4 */
+	CHECK_EQ(s.nbins, 7);
+	CHECK_EQ(s.bins[search_slot(&s, 0)], 500);	/* all in the newest */
+	CHECK_EQ(s.bins[search_slot(&s, 1)], 0);
+	CHECK_EQ(s.bins[search_slot(&s, 2)], 0);
+	CHECK_EQ(s.bins[search_slot(&s, 3)], 0);
+	CHECK_EQ(s.bins[search_slot(&s, 4)], 100);
+	CHECK_EQ(s.bin_end_us, 8 * 3500);
+
+	/* a gap longer than the whole ring zeroes everything else */
+	d += 7;
+	search_update(&s, &search_default, 8 * 3500 + 100 * 3500, d, 10000);
+	CHECK_EQ(s.bins[search_slot(&s, 0)], 7);
+	for (i = 1; i < SEARCH_RING_BINS; i++)
+		CHECK_EQ(s.bins[search_slot(&s, i)], 0);
+	CHECK_EQ(s.nbins, 108);
+}
+
+static void t_search_wrap(void)
+{
+	struct search_state s = { 0 };
+	u32 t0 = 0xFFFFFFFFU - 50 * 1000;	/* the us clock wraps soon */
+	u32 d0 = 0xFFFFFFFFU - 500;		/* so does delivered */
+	u32 d = d0, i, bin = 1000;
+	enum search_verdict v;
+
+	/* 1000 us bins: rtt 1000 * 10 / 3.5 */
+	search_arm(&s, &search_default, t0, d, 2858);
+	CHECK_EQ(s.bin_dur_us, 1000);
+	for (i = 1; i <= 80; i++) {
+		d += i;		/* bin i holds i */
+		v = search_update(&s, &search_default, t0 + i * bin + 1, d,
+				  2858);
+		CHECK(v != SEARCH_IDLE);
+		CHECK_EQ(s.bins[s.pos], i);
+	}
+	CHECK_EQ(s.nbins, 80);
+	CHECK_EQ(s.pos, 79 % SEARCH_RING_BINS);
+	/* the ring holds the last 26 values, newest first */
+	for (i = 0; i < SEARCH_RING_BINS; i++)
+		CHECK_EQ(s.bins[search_slot(&s, i)], 80 - i);
+	/* elapsed time survives the clock wrap */
+	CHECK_EQ(search_elapsed_us(&s, t0 + 80 * bin + 1), 80 * bin + 1);
+}
+
+static void t_search_window_sum(void)
+{
+	struct search_state s = { 0 };
+	u32 i;
+
+	/* bins 1..26 in time order; current bin holds 26 */
+	for (i = 0; i < SEARCH_RING_BINS; i++)
+		s.bins[i] = (u16)(i + 1);
+	s.pos = SEARCH_RING_BINS - 1;
+	/* W = 4 newest: 26 + 25 + 24 + 23 */
+	CHECK_EQ(search_window_sum(&s, 4, 0, 0), 98 * SEARCH_FRAC_ONE);
+	/* shifted back 2: 24 + 23 + 22 + 21 */
+	CHECK_EQ(search_window_sum(&s, 4, 2, 0), 90 * SEARCH_FRAC_ONE);
+	/* half fractions: 0.5 * 24 + 23 + 22 + 21 + 0.5 * 20 */
+	CHECK_EQ(search_window_sum(&s, 4, 2, SEARCH_FRAC_ONE / 2),
+		 88 * SEARCH_FRAC_ONE);
+	/* quarter: 0.75 * 24 + 23 + 22 + 21 + 0.25 * 20 = 89 */
+	CHECK_EQ(search_window_sum(&s, 4, 2, SEARCH_FRAC_ONE / 4),
+		 89 * SEARCH_FRAC_ONE);
+	/* the deepest window the ring allows: back + W = 25 */
+	CHECK_EQ(search_window_sum(&s, 10, 15, SEARCH_FRAC_ONE),
+		 (2 + 3 + 4 + 5 + 6 + 7 + 8 + 9 + 10 + 1) * SEARCH_FRAC_ONE);
+}
+
+static void t_search_interpolation(void)
+{
+	/* end to end: RTT of 1.5 bins -> shift 1, fraction 0.5 */
+	struct search_params p = { 40, 4, 15, 1000 };
+	struct search_state s = { 0 };
+	u32 d = 0, i, bin = 1000000;
+	static const u32 vals[] = { 10, 20, 30, 40, 50, 60, 70 };
+
+	search_arm(&s, &p, 0, 0, bin);		/* window 4 bins of 1 s */
+	for (i = 0; i < 7; i++) {
+		d += vals[i];
+		search_update(&s, &p, (i + 1) * bin + 1, d, bin + bin / 2);
+	}
+	/* curr = 40 + 50 + 60 + 70 = 220;
+	 * prev = 0.5*60 + 50 + 40 + 30 + 0.5*20 = 160 (shift 1, f = 0.5)
+	 * norm = (320 - 220) / 320 = 0.3125 */
+	CHECK_EQ(s.norm_diff, 312);
+}
+
+static void t_search_norm_diff(void)
+{
+	CHECK_EQ(search_norm_diff(30, 60), 0);
+	CHECK_EQ(search_norm_diff(30, 44), 266);
+	CHECK_EQ(search_norm_diff(64, 64), 500);
+	CHECK_EQ(search_norm_diff(10, 0), 1000);
+	CHECK_EQ(search_norm_diff(10, 30), -500);
+	CHECK_EQ(search_norm_diff(0, 5), SEARCH_NORM_NONE);
+	CHECK_EQ(search_norm_diff(0, 0), SEARCH_NORM_NONE);
+	CHECK_EQ(search_norm_diff(1, U32_MAX), -32767);
+	CHECK_EQ(search_norm_diff((u64)1 << 40, (u64)1 << 41), 0);
+}
+
+/* Feed one value per bin (bin = RTT = 1 s) with the paper's parameters. */
+static enum search_verdict paper_feed(struct search_state *s, u32 *d,
+				      u32 idx, u32 val)
+{
+	*d += val;
+	return search_update(s, &search_paper, (idx + 1) * 1000000 + 1, *d,
+			     1000000);
+}
+
+static void t_search_paper_doubling(void)
+{
+	struct search_state s = { 0 };
+	u32 d = 0, i, v = 1;
+	enum search_verdict r = SEARCH_IDLE;
+
+	search_arm(&s, &search_paper, 0, 0, 1000000);
+	CHECK_EQ(s.bin_dur_us, 1000000);
+	for (i = 0; i < 12; i++, v *= 2) {
+		r = paper_feed(&s, &d, i, v);
+		CHECK(r != SEARCH_EXIT);
+		if (i < 5)	/* prev_idx >= W needs 6 bins */
+			CHECK_EQ(r, SEARCH_NOT_ENOUGH);
+	}
+	CHECK_EQ(r, SEARCH_BELOW);
+	CHECK_EQ(s.norm_diff, 0);
+}
+
+static void t_search_paper_capacity(void)
+{
+	/* 1, 2, 4, 8, 16, 16, 16, ...: capacity reached at 16 (index 4) */
+	static const u32 seq[] = { 1, 2, 4, 8, 16, 16, 16, 16, 16, 16, 16, 16 };
+	struct search_params never = search_paper;
+	struct search_state s = { 0 };
+	u32 d = 0, i, fired = 0;
+	s16 norm[12];
+
+	never.thresh = 1000;	/* observe the values without exiting */
+	search_arm(&s, &never, 0, 0, 1000000);
+	for (i = 0; i < 12; i++) {
+		d += seq[i];
+		search_update(&s, &never, (i + 1) * 1000000 + 1, d, 1000000);
+		norm[i] = s.norm_diff;
+	}
+	/* current window 4+8+16+16 = 44, previous 2+4+8+16 = 30 */
+	CHECK_EQ(norm[5], 266);			/* (60 - 44) / 60 ~ 0.27 */
+	CHECK_EQ(norm[6], 363);			/* (88 - 56) / 88 */
+	CHECK_EQ(norm[11], 500);		/* plateau */
+	for (i = 5; i < 11; i++)
+		CHECK(norm[i] <= norm[i + 1]);
+
+	/* with THRESH = 0.35 it fires 2 RTTs after capacity (index 6) */
+	memset(&s, 0, sizeof(s));
+	d = 0;
+	search_arm(&s, &search_paper, 0, 0, 1000000);
+	for (i = 0; i < 12 && !fired; i++)
+		if (paper_feed(&s, &d, i, seq[i]) == SEARCH_EXIT)
+			fired = i;
+	CHECK_EQ(fired, 6);
+	CHECK_EQ(fired - 4, 2);
+}
+
+/*
+ * Continuous slow start with the default parameters: ACKs every 1 ms, RTT
+ * 100 ms, delivery rate doubling every RTT until capacity is reached.
+ * Returns the exit time in us (0 if none within @dur_us).
+ */
+static u32 sim_slow_start(u32 cap_rate, u32 dur_us, u32 jitter_pct,
+			  const struct search_params *p)
+{
+	const u32 rtt = 100000, step = 1000;
+	struct search_state s = { 0 };
+	double rate = 10.0 / 0.1;	/* 10 segments per 100 ms, per s */
+	double delivered = 0;
+	u32 t, seed = 12345;
+
+	search_arm(&s, p, 0, 0, rtt);
+	for (t = step; t <= dur_us; t += step) {
+		u32 r = rtt;
+
+		if (jitter_pct) {
+			seed = seed * 1103515245U + 12345U;
+			r = rtt - rtt * jitter_pct / 100 +
+			    (seed >> 8) % (2 * rtt * jitter_pct / 100 + 1);
+		}
+		rate *= 1.0 + 0.00695;	/* 2^(1/100): doubles per RTT */
+		if (rate > cap_rate)
+			rate = cap_rate;
+		delivered += rate * step / 1e6;
+		if (search_update(&s, p, t, (u32)delivered, r) == SEARCH_EXIT)
+			return t;
+	}
+	return 0;
+}
+
+static void t_search_default_timing(void)
+{
+	/* capacity 100000 segments/s reached at: 100 * 2^k = 1e5 -> k ~ 9.97
+	 * RTTs = ~997 ms */
+	const double t_cap = 0.1 * 9.966;
+	u32 t_exit = sim_slow_start(100000, 5000000, 0, &search_default);
+	u32 t_free;
+
+	CHECK(t_exit > 0);
+	/* "about 2 RTTs after capacity": accept 1 to 3.5 RTTs */
+	CHECK_RANGE((t_exit / 1e6 - t_cap) / 0.1, 1.0, 3.5);
+
+	/* unbounded doubling for 2 s (20 RTTs): never exits */
+	t_free = sim_slow_start(2000000000U, 2000000, 0, &search_default);
+	CHECK_EQ(t_free, 0);
+	/* +-10 % RTT jitter does not cause an early exit either */
+	t_free = sim_slow_start(2000000000U, 2000000, 10, &search_default);
+	CHECK_EQ(t_free, 0);
+	t_exit = sim_slow_start(100000, 5000000, 10, &search_default);
+	CHECK_RANGE((t_exit / 1e6 - t_cap) / 0.1, 0.5, 4.0);
+}
+
+static void t_search_rtt_spike_clamp(void)
+{
+	struct search_state s = { 0 };
+	u32 d = 0, i;
+	enum search_verdict v = SEARCH_IDLE;
+
+	search_arm(&s, &search_default, 0, 0, 10000);	/* 3.5 ms bins */
+	for (i = 1; i <= 30; i++) {
+		d += 100;
+		/* RTT 100 ms = 28 bins: beyond EXTRA_BINS, clamped to 15 */
+		v = search_update(&s, &search_default, i * 3500 + 1, d, 100000);
+	}
+	CHECK_EQ(v, SEARCH_EXIT);		/* the check still runs */
+	CHECK_EQ(s.norm_diff, 500);		/* flat delivery */
+
+	/* RTT shorter than a bin: shift 0, no comparison */
+	memset(&s, 0, sizeof(s));
+	search_arm(&s, &search_default, 0, 0, 10000);
+	for (i = 1; i <= 30; i++)
+		v = search_update(&s, &search_default, i * 3500 + 1, i * 100,
+				  1000);
+	CHECK_EQ(v, SEARCH_NOT_ENOUGH);
+	CHECK_EQ(s.norm_diff, SEARCH_NORM_NONE);
+}
+
+static void t_search_scale(void)
+{
+	struct search_state s = { 0 };
+	struct search_params never = search_default;
+	u32 d = 0, i;
+
+	never.thresh = 1000;
+	search_arm(&s, &never, 0, 0, 10000);
+	/* 3e8 per bin (10 Gbit/s of bytes for 3.5 ms is 4.4e6; this is more) */
+	for (i = 1; i <= 40; i++) {
+		d += 300000000U;		/* wraps u32 several times */
+		search_update(&s, &never, i * 3500 + 1, d, 10000);
+	}
+	CHECK(s.scale > 0);
+	CHECK(s.bins[s.pos] > 30000);		/* still precise */
+	CHECK_EQ(s.norm_diff, 500);		/* plateau, whatever the scale */
+
+	/* growing values: a scale change in mid-run keeps the ratio */
+	memset(&s, 0, sizeof(s));
+	search_arm(&s, &never, 0, 0, 10000);
+	d = 0;
+	for (i = 1; i <= 40; i++) {
+		d += 1000U * i * i;
+		search_update(&s, &never, i * 3500 + 1, d, 10000);
+	}
+	CHECK(s.scale > 0);
+	{
+		/* the same sums in floating point: bin k holds 1000 (k+1)^2;
+		 * RTT 10 ms = 2 bins + 3000/3500 (877/1024 in fixed point) */
+		double v[40], curr = 0, prev, f = 877.0 / 1024.0, ref;
+		int k;
+
+		for (k = 0; k < 40; k++)
+			v[k] = 1000.0 * (k + 1) * (k + 1);
+		for (k = 30; k <= 39; k++)
+			curr += v[k];
+		prev = v[37] * (1 - f) + v[27] * f;
+		for (k = 28; k <= 36; k++)
+			prev += v[k];
+		ref = (2 * prev - curr) / (2 * prev) * 1000;
+		CHECK_RANGE(s.norm_diff, ref - 3, ref + 3);
+	}
+}
+
+static void t_search_zero_and_extremes(void)
+{
+	struct search_state s = { 0 };
+	u32 i;
+	enum search_verdict v = SEARCH_IDLE;
+
+	/* nothing delivered at all */
+	search_arm(&s, &search_default, 0, 0, 10000);
+	for (i = 1; i <= 40; i++)
+		v = search_update(&s, &search_default, i * 3500 + 1, 0, 10000);
+	CHECK_EQ(v, SEARCH_BELOW);
+	CHECK_EQ(s.norm_diff, SEARCH_NORM_NONE);
+
+	/* RTT 1 us: bins of 100 us, ACKs every microsecond */
+	memset(&s, 0, sizeof(s));
+	search_arm(&s, &search_default, 0, 0, 1);
+	for (i = 1; i <= 5000; i++)
+		v = search_update(&s, &search_default, i, i, 1);
+	CHECK_EQ(s.nbins, 49);
+	CHECK_EQ(v, SEARCH_IDLE);
+
+	/* RTT 10 s, 1 kbit/s: one segment every 11.6 s */
+	memset(&s, 0, sizeof(s));
+	search_arm(&s, &search_default, 0, 0, 10000000);
+	for (i = 1; i <= 20; i++)
+		v = search_update(&s, &search_default, i * 11600000U, i,
+				  10000000);
+	CHECK(v != SEARCH_EXIT || s.norm_diff >= 350);
+
+	/* bin counter saturation disarms */
+	memset(&s, 0, sizeof(s));
+	search_arm(&s, &search_default, 0, 0, 1);	/* 100 us bins */
+	v = search_update(&s, &search_default, 100U * 70000U, 5, 1);
+	CHECK_EQ(v, SEARCH_IDLE);
+	CHECK(!(s.flags & SEARCH_F_ARMED));
+}
+
+/* ------------------------------------------------------------------ */
+/* Cubic and HyStart */
+
+static void t_cubic_cbrt(void)
+{
+	u32 i;
+
+	CHECK_EQ(cubic_cbrt(0), 0);
+	CHECK_EQ(cubic_cbrt(1), 1);
+	CHECK_EQ(cubic_cbrt(7), 1);
+	CHECK_EQ(cubic_cbrt(8), 2);
+	CHECK_EQ(cubic_cbrt(26), 2);
+	CHECK_EQ(cubic_cbrt(27), 3);
+	CHECK_EQ(cubic_cbrt(1000000000000ULL), 10000);
+	CHECK_EQ(cubic_cbrt(U64_MAX), 2642245);
+	for (i = 1; i < 3000; i += 7) {
+		u64 c = (u64)i * i * i;
+
+		CHECK_EQ(cubic_cbrt(c), i);
+		CHECK_EQ(cubic_cbrt(c - 1), i - 1);
+	}
+}
+
+static void t_cubic_loss(void)
+{
+	struct cubic_state c = { 0 };
+
+	CHECK_EQ(cubic_on_loss(&c, 100, true), 70);
+	CHECK_EQ(c.last_max_cwnd, 100);
+	/* shrinking W_max with fast convergence: 0.85 * 80 */
+	CHECK_EQ(cubic_on_loss(&c, 80, true), 56);
+	CHECK_EQ(c.last_max_cwnd, 68);
+	/* without fast convergence the plain window is kept */
+	CHECK_EQ(cubic_on_loss(&c, 60, false), 42);
+	CHECK_EQ(c.last_max_cwnd, 60);
+	CHECK_EQ(cubic_on_loss(&c, 1, true), CUBIC_MIN_SSTHRESH);
+	CHECK_EQ(cubic_on_loss(&c, U32_MAX, true), (u32)(U32_MAX * 0.7));
+}
+
+static void t_cubic_curve(void)
+{
+	struct cubic_state c = { 0 };
+	u32 cnt;
+
+	c.last_max_cwnd = 100;
+	c.delay_min_us = 0;
+	cnt = cubic_cnt(&c, 70, 1000);	/* starts the epoch at 1000 ms */
+	/* K = cbrt((100 - 70) / 0.4) = cbrt(75) = 4.217 s */
+	CHECK_RANGE(c.k_ms, 4215, 4218);
+	CHECK_EQ(c.epoch_cwnd, 70);
+	CHECK(cnt >= CUBIC_MIN_CNT);
+	/* W(0) = 70, W(K) = W_max, then convex */
+	CHECK_RANGE(cubic_curve(&c, 0), 69, 71);
+	CHECK_EQ(cubic_curve(&c, c.k_ms), 100);
+	CHECK_RANGE(cubic_curve(&c, c.k_ms + 1000), 100, 101);	/* +0.4 */
+	CHECK_EQ(cubic_curve(&c, c.k_ms + 10000), 100 + 400);
+	/* |t - K| clamp: no overflow at absurd times */
+	CHECK(cubic_curve(&c, U32_MAX) > 100);
+
+	/* near the plateau the growth is slow, far below it fast */
+	CHECK(cubic_cnt(&c, 99, 1000 + c.k_ms) > 50);
+	CHECK(cubic_cnt(&c, 70, 1000 + 3000) < 20);
+	/* clock wraps during an epoch */
+	c.epoch_start_ms = U32_MAX - 10;
+	CHECK(cubic_cnt(&c, 80, 100) >= CUBIC_MIN_CNT);
+}
+
+static void t_cubic_friendly_and_history(void)
+{
+	struct cubic_state c = { 0 };
+	u32 cnt;
+
+	/* no loss yet (after a SEARCH exit): at least 5 % per RTT */
+	cnt = cubic_cnt(&c, 1000, 5000);
+	CHECK_EQ(cnt, CUBIC_NO_HISTORY_CNT);
+
+	/* TCP-friendly region: short RTT, Reno's estimate is ahead */
+	memset(&c, 0, sizeof(c));
+	c.last_max_cwnd = 1000;
+	c.delay_min_us = 1000;		/* 1 ms RTT */
+	cubic_cnt(&c, 990, 10);		/* epoch at 10 ms */
+	/* after 2 s: W_est = 990 + 9/17 * 2000 RTTs = 2048 > cwnd 1000 */
+	cnt = cubic_cnt(&c, 1000, 2010);
+	CHECK_RANGE(cnt, CUBIC_MIN_CNT, 2);
+
+	/* degenerate inputs */
+	memset(&c, 0, sizeof(c));
+	c.delay_min_us = 1;
+	CHECK(cubic_cnt(&c, 0, 0) >= CUBIC_MIN_CNT);
+	CHECK(c.epoch_start_ms != 0);
+	memset(&c, 0, sizeof(c));
+	c.last_max_cwnd = U32_MAX;
+	c.delay_min_us = U32_MAX;
+	CHECK(cubic_cnt(&c, 1, 7) >= CUBIC_MIN_CNT);
+	CHECK(cubic_cnt(&c, U32_MAX, U32_MAX) >= CUBIC_MIN_CNT);
+}
+
+static void t_hystart(void)
+{
+	struct hystart_state h = { 0 };
+	u32 i;
+	bool out = false;
+
+	hystart_round(&h, 1000);
+	/* small window: never judged */
+	for (i = 0; i < 20; i++)
+		CHECK(!hystart_update(&h, 500, 1000, 200000, 100000, 8));
+	hystart_round(&h, 1000);
+	/* min RTT 100 ms, eta = clamp(12.5 ms, 4, 16) = 12.5 ms */
+	for (i = 0; i < HYSTART_SAMPLES; i++)
+		out = hystart_update(&h, 500, 1000, 112000, 100000, 32);
+	CHECK(!out);			/* 112 < 112.5 */
+	/* next round: 113 ms > 112.5 ms */
+	for (i = 0; i < HYSTART_SAMPLES; i++)
+		out = hystart_update(&h, 1001 + i, 2000, 113000, 100000, 32);
+	CHECK(out);
+	CHECK_EQ(h.end_seq, 2000);
+	/* one low sample among eight is enough to stay */
+	hystart_round(&h, 3000);
+	for (i = 0; i < HYSTART_SAMPLES; i++)
+		out = hystart_update(&h, 2500, 3000, i == 3 ? 100000 : 300000,
+				     100000, 32);
+	CHECK(!out);
+	/* extremes */
+	hystart_round(&h, 0);
+	for (i = 0; i < 10; i++)
+		hystart_update(&h, 0, 0, U32_MAX, 1, U32_MAX);
+	CHECK(h.curr_rtt_us == HYSTART_RTT_MAX);
+}
+
+/* ------------------------------------------------------------------ */
+/* Spline */
+
+static struct spline_state spline_fresh(void)
+{
+	struct spline_state s;
+
+	spline_init_state(&s, 0, 0, 0, 7);
+	return s;
+}
+
+static void t_spline_init(void)
+{
+	struct spline_state s;
+	u32 r;
+
+	for (r = 0; r < 100; r++) {
+		spline_init_state(&s, 5, 1000, 9, r * 2654435761U);
+		CHECK_RANGE(s.epoch_len, SPLINE_EPOCH_MIN_ROUNDS,
+			    SPLINE_EPOCH_MAX_ROUNDS);
+	}
+	CHECK_EQ(s.mode, SPLINE_START_PROBE);
+	CHECK_EQ(s.min_rtt_us, 1000);
+	CHECK_EQ(s.next_round_delivered, 5);
+}
+
+static void t_spline_fairness(void)
+{
+	CHECK_EQ(spline_fairness(1000, 0), SPLINE_FAIR_MAX);
+	CHECK_EQ(spline_fairness(0, 1000), 1);
+	CHECK_EQ(spline_fairness(1000, 1000), 2);
+	CHECK_EQ(spline_fairness(1000, 500), 3);
+	CHECK_EQ(spline_fairness(1000, 999), 2);
+	CHECK_EQ(spline_fairness(U64_MAX, 1), SPLINE_FAIR_MAX);
+}
+
+static void t_spline_max_could_cwnd(void)
+{
+	/* fairness 2, ACK rate equals in-flight rate: 2 * 4 + G */
+	CHECK_EQ(spline_max_could_cwnd(100, 2, 1000, 1000, 10, 4), 100 + 8 + 5);
+	/* ACK lag: G = 2 segments */
+	CHECK_EQ(spline_max_could_cwnd(100, 2, 1000, 1000, 4, 4), 100 + 8 + 2);
+	CHECK_EQ(spline_max_could_cwnd(100, 2, 1000, 1000, 3, 4), 100 + 8 + 2);
+	/* a queue absorbs half the data: ratio 2 */
+	CHECK_EQ(spline_max_could_cwnd(100, 3, 500, 1000, 0, 0), 100 + 6 + 2);
+	/* ACK rate collapsed: only G */
+	CHECK_EQ(spline_max_could_cwnd(100, 3, 10, 1000, 0, 0), 100 + 0 + 2);
+	/* a growing ACK of one segment gets G = 2, not 1 / 2 = 0 */
+	CHECK_EQ(spline_max_could_cwnd(100, 1, 10, 1000, 1, 0), 100 + 0 + 2);
+	CHECK_EQ(spline_max_could_cwnd(100, 1, 10, 1000, 40, 2), 100 + 0 + 20);
+	/* nothing in flight (no division): ratio capped */
+	CHECK_EQ(spline_max_could_cwnd(100, 16, 5, 0, 0, 0),
+		 100 + 16 * SPLINE_ACK_RATIO_MAX + 2);
+	/* ACK compression cannot claim more than 2x */
+	CHECK_EQ(spline_max_could_cwnd(100, 1, U64_MAX, 1, 0, 0),
+		 100 + SPLINE_ACK_RATIO_MAX + 2);
+	/* saturates instead of wrapping */
+	CHECK_EQ(spline_max_could_cwnd(U32_MAX, 16, 1, 1, U32_MAX, 0), U32_MAX);
+}
+
+static void t_spline_bdp_and_bw_inflight(void)
+{
+	struct spline_state s = spline_fresh();
+
+	s.bw_slot[0] = 1250000;		/* 10 Mbit/s */
+	s.min_rtt_us = 100000;
+	CHECK_EQ(spline_bdp(&s, 1250), 100);
+	CHECK_EQ(spline_bdp(&s, 0), 0);
+	CHECK_EQ(spline_bw_inflight(&s, 100, 1250), 1250000);
+	s.min_rtt_us = 0;
+	CHECK_EQ(spline_bdp(&s, 1250), 0);
+	CHECK_EQ(spline_bw_inflight(&s, 100, 1250), 0);
+	/* 10 Gbit/s x 10 s and 1 kbit/s x 1 us: no overflow, sane values */
+	s.bw_slot[0] = 1250000000ULL;
+	s.min_rtt_us = 10000000;
+	CHECK_EQ(spline_bdp(&s, 1448), 1250000000ULL * 10 / 1448);
+	s.bw_slot[0] = 125;
+	s.min_rtt_us = 1;
+	CHECK_EQ(spline_bdp(&s, 1448), 0);
+	/* the largest accepted values */
+	s.bw_slot[0] = SPLINE_MAX_BW;
+	s.min_rtt_us = SPLINE_MAX_RTT_US;
+	CHECK(spline_bdp(&s, 1) == U32_MAX);
+	CHECK(spline_bw_inflight(&s, U32_MAX, 65535) > 0);
+}
+
+static void t_spline_check_probes(void)
+{
+	struct spline_state s;
+	struct spline_ack in = { 0 };
+
+	in.cwnd = 100;
+	in.inflight = 100;
+
+	/* START_PROBE: RTT 1.25x is tolerated, more is not */
+	s = spline_fresh();
+	s.min_rtt_us = 100000;
+	s.curr_rtt_us = 125000;
+	spline_check_probes(&s, &in, 100, false);
+	CHECK_EQ(s.mode, SPLINE_START_PROBE);
+	s.curr_rtt_us = 125001;
+	spline_check_probes(&s, &in, 100, false);
+	CHECK_EQ(s.mode, SPLINE_DRAIN_PROBE);
+	/* START_PROBE: loss, or delivery not growing for 3 rounds */
+	s = spline_fresh();
+	spline_check_probes(&s, &in, 100, true);
+	CHECK_EQ(s.mode, SPLINE_DRAIN_PROBE);
+	s = spline_fresh();
+	s.lag_rounds = 2;
+	spline_check_probes(&s, &in, 100, false);
+	CHECK_EQ(s.mode, SPLINE_START_PROBE);
+	s.lag_rounds = 3;
+	spline_check_probes(&s, &in, 100, false);
+	CHECK_EQ(s.mode, SPLINE_DRAIN_PROBE);
+
+	/* DRAIN_PROBE: stays while the queue is there, then PROBE_BW */
+	s.min_rtt_us = 100000;
+	s.curr_rtt_us = 140000;
+	spline_check_probes(&s, &in, 80, false);
+	CHECK_EQ(s.mode, SPLINE_DRAIN_PROBE);
+	s.curr_rtt_us = 101000;
+	spline_check_probes(&s, &in, 80, false);	/* inflight > bdp */
+	CHECK_EQ(s.mode, SPLINE_DRAIN_PROBE);
+	in.inflight = 80;
+	spline_check_probes(&s, &in, 80, false);
+	CHECK_EQ(s.mode, SPLINE_PROBE_BW);
+	/* ... or gives up after SPLINE_DRAIN_MAX_ROUNDS */
+	spline_set_mode(&s, SPLINE_DRAIN_PROBE);
+	s.curr_rtt_us = 200000;
+	s.mode_rounds = SPLINE_DRAIN_MAX_ROUNDS;
+	spline_check_probes(&s, &in, 80, false);
+	CHECK_EQ(s.mode, SPLINE_PROBE_BW);
+
+	/* PROBE_BW: cwnd above 1.25 x BDP drains */
+	s.curr_rtt_us = 100000;
+	s.epp = 0;
+	s.epoch_len = 10;
+	in.cwnd = 125;
+	spline_check_probes(&s, &in, 100, false);
+	CHECK_EQ(s.mode, SPLINE_PROBE_BW);
+	in.cwnd = 126;
+	spline_check_probes(&s, &in, 100, false);
+	CHECK_EQ(s.mode, SPLINE_DRAIN_PROBE);
+
+	/* PROBE_BW: at the end of an epoch, PROBE_RTT only with a queue */
+	spline_set_mode(&s, SPLINE_PROBE_BW);
+	in.cwnd = 100;
+	s.epp = 9;
+	s.epoch_len = 10;
+	s.curr_rtt_us = 110000;			/* < 1.125 x */
+	spline_check_probes(&s, &in, 100, false);
+	CHECK_EQ(s.mode, SPLINE_PROBE_BW);
+	CHECK_EQ(s.epp, 0);
+	CHECK_RANGE(s.epoch_len, SPLINE_EPOCH_MIN_ROUNDS, SPLINE_EPOCH_MAX_ROUNDS);
+	s.epp = s.epoch_len - 1;
+	s.curr_rtt_us = 120000;			/* > 1.125 x */
+	spline_check_probes(&s, &in, 100, false);
+	CHECK_EQ(s.mode, SPLINE_PROBE_RTT);
+	/* PROBE_RTT lasts one round */
+	s.mode_rounds = 1;
+	spline_check_probes(&s, &in, 100, false);
+	CHECK_EQ(s.mode, SPLINE_PROBE_BW);
+
+	/* a stale min_rtt sends PROBE_BW to PROBE_RTT */
+	s.flags |= SPLINE_F_RTT_STALE;
+	s.curr_rtt_us = 100000;
+	s.epp = 0;
+	spline_check_probes(&s, &in, 100, false);
+	CHECK_EQ(s.mode, SPLINE_PROBE_RTT);
+	CHECK(!(s.flags & SPLINE_F_RTT_STALE));
+
+	/* an unknown mode value resets to START_PROBE */
+	s.mode = 77;
+	spline_check_probes(&s, &in, 100, false);
+	CHECK_EQ(s.mode, SPLINE_START_PROBE);
+}
+
+static void t_spline_loss_and_undo(void)
+{
+	struct spline_state s = spline_fresh();
+
+	CHECK_EQ(spline_on_loss(&s, 100, 1448), 80);	/* no BDP known */
+	CHECK_EQ(s.recover_cwnd, 80);
+	CHECK_EQ(s.prior_cwnd, 100);
+	s.bw_slot[0] = 1448 * 900;			/* BDP 90 at 100 ms */
+	s.min_rtt_us = 100000;
+	CHECK_EQ(spline_on_loss(&s, 100, 1448), 90);	/* not below BDP */
+	CHECK_EQ(spline_on_loss(&s, 60, 1448), 60);	/* never raises */
+	CHECK_EQ(spline_on_loss(&s, 2, 1448), SPLINE_MIN_CWND);
+	CHECK_EQ(spline_on_loss(&s, U32_MAX, 1448), (u32)((u64)U32_MAX * 4 / 5));
+	s.prior_cwnd = 100;
+	CHECK_EQ(spline_undo(&s, 50), 100);
+	CHECK_EQ(s.recover_cwnd, 0);
+	CHECK_EQ(spline_undo(&s, 150), 150);
+}
+
+static void t_spline_pacing(void)
+{
+	struct spline_state s = spline_fresh();
+
+	/* nothing known: leave the rate alone */
+	CHECK_EQ(spline_pacing_rate(&s, 10, 1448), 0);
+	/* RTT known, no bw yet: START gain x cwnd per RTT */
+	s.min_rtt_us = 10000;
+	CHECK_EQ(spline_pacing_rate(&s, 10, 1000), 2 * 1000000);
+	s.bw_slot[0] = 1000000;
+	CHECK_EQ(spline_pacing_rate(&s, 10, 1000), 2000000);
+	s.mode = SPLINE_PROBE_BW;
+	CHECK_EQ(spline_pacing_rate(&s, 10, 1000), 1250000);
+	s.mode = SPLINE_DRAIN_PROBE;
+	CHECK_EQ(spline_pacing_rate(&s, 10, 1000), 750000);
+	s.mode = SPLINE_PROBE_RTT;
+	CHECK_EQ(spline_pacing_rate(&s, 10, 1000), 1000000);
+	/* the floor: one segment per second */
+	s.bw_slot[0] = 10;
+	CHECK_EQ(spline_pacing_rate(&s, 10, 1000), 1000);
+	/* the top: no overflow */
+	s.bw_slot[0] = SPLINE_MAX_BW;
+	s.mode = SPLINE_START_PROBE;
+	CHECK_EQ(spline_pacing_rate(&s, 10, 1000), 2 * SPLINE_MAX_BW);
+}
+
+/* One ACK with everything explicit. */
+static struct spline_out spline_ack1(struct spline_state *s, u64 now,
+				     u32 delivered, u32 prior_delivered,
+				     s64 rdeliv, s64 interval, s64 rtt,
+				     u32 acked, u32 inflight, u32 cwnd)
+{
+	struct spline_ack in = {
+		.now_us = now, .delivered = delivered,
+		.prior_delivered = prior_delivered, .rate_delivered = rdeliv,
+		.interval_us = interval, .rtt_us = rtt, .acked = acked,
+		.inflight = inflight, .cwnd = cwnd, .cwnd_clamp = U32_MAX,
+		.mss = 1448, .rand = 3, .cwnd_limited = true,
+	};
+
+	return spline_on_ack(s, &in);
+}
+
+static void t_spline_first_ack_and_zero(void)
+{
+	struct spline_state s = spline_fresh();
+	struct spline_out o;
+
+	/* first ACK of a connection: no rate sample, no RTT */
+	o = spline_ack1(&s, 0, 0, 0, -1, -1, -1, 0, 0, 10);
+	CHECK_EQ(o.cwnd, 10);
+	CHECK_EQ(o.pacing_rate, 0);
+	CHECK_EQ(o.new_mode, SPLINE_START_PROBE);
+	/* zero delivered, zero interval, zero everything */
+	o = spline_ack1(&s, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+	CHECK(o.cwnd >= SPLINE_MIN_CWND);
+	/* a valid first sample */
+	o = spline_ack1(&s, 1000, 1, 0, 1, 1000, 1000, 1, 9, 10);
+	CHECK_EQ(o.cwnd, 11);			/* START_PROBE: += acked */
+	CHECK(o.pacing_rate > 0);
+	CHECK_EQ(s.min_rtt_us, 1000);
+	CHECK_EQ(spline_bw(&s), 1448000);	/* 1448 B per ms */
+}
+
+static void t_spline_extremes(void)
+{
+	static const s64 rtts[] = { 1, 10, 1000, 600000, 5000000, 10000000,
+				    100000000 };
+	static const u64 rates_bps[] = { 1000ULL, 64000ULL, 10000000ULL,
+					 1000000000ULL, 10000000000ULL };
+	u32 i, j, k;
+
+	for (i = 0; i < sizeof(rtts) / sizeof(rtts[0]); i++) {
+		for (j = 0; j < sizeof(rates_bps) / sizeof(rates_bps[0]); j++) {
+			struct spline_state s = spline_fresh();
+			u64 bytes_per_s = rates_bps[j] / 8;
+			/* one segment's worth of time at this rate, >= 1 us */
+			s64 interval = (s64)cc_max64(1448ULL * 1000000 /
+						     bytes_per_s, 1);
+			u32 cwnd = 10, d = 0;
+			u64 now = 0;
+			struct spline_out o;
+
+			for (k = 0; k < 300; k++) {
+				now += (u64)interval;
+				d++;
+				o = spline_ack1(&s, now, d, d > cwnd ? d - cwnd : 0,
+						1, interval, rtts[i] + (k % 7),
+						1, cwnd, cwnd);
+				CHECK(o.cwnd >= SPLINE_MIN_CWND);
+				CHECK(o.pacing_rate >= 1448);
+				CHECK(o.new_mode >= SPLINE_START_PROBE &&
+				      o.new_mode <= SPLINE_DRAIN_PROBE);
+				cwnd = o.cwnd;
+			}
+			/* the bw estimate is the sampled rate (+-1 %) */
+			CHECK_RANGE((double)spline_bw(&s),
+				    0.99 * 1448.0 * 1e6 / interval,
+				    1.01 * 1448.0 * 1e6 / interval);
+		}
+	}
+
+	/* absurd inputs: nothing overflows, results stay bounded */
+	{
+		struct spline_state s = spline_fresh();
+		struct spline_out o;
+
+		o = spline_ack1(&s, U64_MAX, U32_MAX, 0, INT32_MAX, 1,
+				INT64_MAX, U32_MAX, U32_MAX, U32_MAX);
+		CHECK(o.cwnd >= SPLINE_MIN_CWND);
+		CHECK_EQ(spline_bw(&s), SPLINE_MAX_BW);
+		CHECK_EQ(s.min_rtt_us, SPLINE_MAX_RTT_US);
+		o = spline_ack1(&s, 0, 0, U32_MAX, INT32_MIN, INT64_MIN,
+				INT64_MIN, 0, 0, 1);
+		CHECK(o.cwnd >= SPLINE_MIN_CWND);
+	}
+}
+
+/*
+ * A one-flow, packet-level path: a bottleneck of @rate_bps with a drop-tail
+ * buffer of @buf_pkts, a base RTT of @rtt_us, random loss of @loss_ppm on
+ * data.  The sender obeys Spline's cwnd and pacing rate.
+ */
+struct sim_pkt {
+	u64 sent_us;
+	u64 ack_us;
+	u64 delivered_mstamp;	/* tp->delivered_mstamp when sent */
+	u32 delivered_at_send;
+	bool lost;
+};
+
+struct sim_result {
+	double goodput_frac;	/* of capacity, over the second half */
+	double queue_ms;	/* mean queueing delay, second half */
+	u32 mode_changes;
+	u32 modes_seen;		/* bit per mode */
+	u32 losses;
+	u64 last_pacing;
+	u32 last_cwnd;
+	struct spline_state st;
+};
+
+#define SIM_MAX_INFLIGHT 8192
+
+static struct sim_result sim_spline(u64 rate_bps, u32 rtt_us, u32 buf_pkts,
+				    u32 loss_ppm, u64 dur_us,
+				    u64 rate_change_us, u64 rate2_bps)
+{
+	static struct sim_pkt ring[SIM_MAX_INFLIGHT];
+	struct sim_result res = { 0 };
+	struct spline_state *s = &res.st;
+	const u32 mss = 1448;
+	u64 now = 0, link_free = 0, next_send = 0, pacing = 0;
+	u64 delivered_mstamp = 0, half = dur_us / 2, q_sum = 0, q_n = 0;
+	u32 head = 0, tail = 0;	/* ring of packets in flight */
+	u32 cwnd = 10, delivered = 0, delivered_half = 0, seed = 99;
+	u32 recovery_until = 0, sent = 0;
+	bool in_recovery = false;
+
+	spline_init_state(s, 0, 0, 0, 5);
+	res.modes_seen = 1u << s->mode;
+
+	while (now < dur_us) {
+		u64 rate = (rate_change_us && now >= rate_change_us) ?
+			   rate2_bps : rate_bps;
+		u64 service = cc_max64(mss * 8ULL * 1000000 / rate, 1);
+		u64 next_ack = head != tail ? ring[head % SIM_MAX_INFLIGHT].ack_us
+					    : U64_MAX;
+		u32 inflight = tail - head;
+
+		if (inflight < cwnd && inflight < SIM_MAX_INFLIGHT - 1 &&
+		    cc_max64(next_send, now) <= next_ack) {
+			/* send one packet */
+			struct sim_pkt *p = &ring[tail % SIM_MAX_INFLIGHT];
+			u64 start;
+
+			now = cc_max64(next_send, now);
+			start = cc_max64(now, link_free);
+			p->sent_us = now;
+			p->delivered_at_send = delivered;
+			p->delivered_mstamp = delivered_mstamp ? delivered_mstamp
+							       : now;
+			seed = seed * 1103515245U + 12345U;
+			p->lost = (start - now) / service > buf_pkts ||
+				  (seed >> 4) % 1000000 < loss_ppm;
+			if (!p->lost)
+				link_free = start + service;
+			/* a lost packet is "detected" when its ACK would be due */
+			p->ack_us = (p->lost ? now : link_free) + rtt_us;
+			tail++;
+			sent++;
+			next_send = pacing ? now + cc_max64(mss * 1000000ULL /
+							    pacing, 1) : now;
+			continue;
+		}
+		if (next_ack == U64_MAX)
+			break;
+		/* process one ACK (or loss detection) */
+		{
+			struct sim_pkt *p = &ring[head % SIM_MAX_INFLIGHT];
+			struct spline_ack in = { 0 };
+			struct spline_out o;
+
+			now = cc_max64(now, p->ack_us);
+			head++;
+			if (p->lost) {
+				res.losses++;
+				if (!in_recovery) {
+					cwnd = spline_on_loss(s, cwnd, mss);
+					in_recovery = true;
+					recovery_until = sent;
+				}
+				in.losses = 1;
+				in.rate_delivered = -1;
+				in.interval_us = -1;
+				in.rtt_us = -1;
+			} else {
+				delivered++;
+				delivered_mstamp = now;
+				in.rate_delivered = delivered - p->delivered_at_send;
+				in.interval_us = (s64)(now - p->delivered_mstamp);
+				in.rtt_us = (s64)(now - p->sent_us);
+				in.acked = 1;
+				if (now >= half) {
+					q_sum += now - p->sent_us - rtt_us;
+					q_n++;
+				}
+			}
+			if (in_recovery && head >= recovery_until)
+				in_recovery = false;
+			in.now_us = now;
+			in.delivered = delivered;
+			in.prior_delivered = p->delivered_at_send;
+			in.inflight = tail - head;
+			in.cwnd = cwnd;
+			in.cwnd_clamp = U32_MAX;
+			in.mss = mss;
+			seed = seed * 1103515245U + 12345U;
+			in.rand = seed >> 8;
+			/* like tp->is_cwnd_limited: the window, not pacing,
+			 * was what held the sender back */
+			in.cwnd_limited = in.inflight + 2 >= cwnd;
+			in.in_recovery = in_recovery;
+			o = spline_on_ack(s, &in);
+			cwnd = cc_min32(o.cwnd, SIM_MAX_INFLIGHT - 2);
+			if (o.pacing_rate)
+				pacing = o.pacing_rate;
+			if (o.new_mode != o.old_mode) {
+				res.mode_changes++;
+				res.modes_seen |= 1u << o.new_mode;
+			}
+			if (now < half)
+				delivered_half = delivered;
+		}
+	}
+	{
+		u64 rate = rate_change_us ? rate2_bps : rate_bps;
+		double cap = (double)rate / 8 / mss * ((double)(dur_us - half) / 1e6);
+
+		res.goodput_frac = (delivered - delivered_half) / cap;
+	}
+	res.queue_ms = q_n ? (double)q_sum / q_n / 1000.0 : 0;
+	res.last_pacing = pacing;
+	res.last_cwnd = cwnd;
+	return res;
+}
+
+static void t_spline_sim_clean_path(void)
+{
+	/* 10 Mbit/s, 50 ms, buffer of one BDP (43 packets), no random loss */
+	struct sim_result r = sim_spline(10000000, 50000, 43, 0, 30000000, 0, 0);
+
+	printf("    clean: goodput %.2f, queue %.1f ms, %u losses, %u mode changes, cwnd %u\n",
+	       r.goodput_frac, r.queue_ms, r.losses, r.mode_changes,
+	       r.last_cwnd);
+	CHECK(r.modes_seen & (1u << SPLINE_DRAIN_PROBE));
+	CHECK(r.modes_seen & (1u << SPLINE_PROBE_BW));
+	CHECK(r.modes_seen & (1u << SPLINE_PROBE_RTT));
+	CHECK_RANGE(r.goodput_frac, 0.9, 1.01);
+	CHECK(r.queue_ms < 25.0);		/* well under one BDP of queue */
+	/* bw estimate within 10 % of 10 Mbit/s, pacing follows it */
+	CHECK_RANGE((double)spline_bw(&r.st), 0.9 * 1250000, 1.1 * 1250000);
+	CHECK_RANGE((double)r.last_pacing, 0.7 * 1250000, 2.1 * 1250000);
+	CHECK_RANGE(r.st.min_rtt_us, 50000, 52000);
+}
+
+static void t_spline_sim_random_loss(void)
+{
+	/* 2 % random loss on the data: the window must not collapse */
+	struct sim_result r = sim_spline(10000000, 50000, 43, 20000, 30000000,
+					 0, 0);
+
+	printf("    2%% loss: goodput %.2f, queue %.1f ms, %u losses\n",
+	       r.goodput_frac, r.queue_ms, r.losses);
+	CHECK(r.losses > 100);
+	CHECK(r.goodput_frac > 0.6);
+}
+
+static void t_spline_sim_rate_drop(void)
+{
+	/* 20 Mbit/s that drops to 5 Mbit/s after 10 s: pacing comes down */
+	struct sim_result r = sim_spline(20000000, 20000, 50, 0, 30000000,
+					 10000000, 5000000);
+
+	printf("    rate drop: goodput %.2f, queue %.1f ms, pacing %llu B/s\n",
+	       r.goodput_frac, r.queue_ms, (unsigned long long)r.last_pacing);
+	CHECK(r.last_pacing < 2 * 625000ULL);	/* was >= 2.5 MB/s */
+	CHECK_RANGE((double)spline_bw(&r.st), 0.8 * 625000, 1.2 * 625000);
+	CHECK(r.goodput_frac > 0.8);
+}
+
+static void t_spline_sim_extreme_paths(void)
+{
+	/* 1 Gbit/s, 100 us RTT */
+	struct sim_result r = sim_spline(1000000000ULL, 100, 20, 0, 200000, 0, 0);
+
+	CHECK(r.goodput_frac > 0.5);
+	/* 1 Mbit/s, 2 s RTT (long, thin) */
+	r = sim_spline(1000000, 2000000, 200, 0, 60000000, 0, 0);
+	CHECK(r.goodput_frac > 0.5);
+	CHECK_RANGE(r.st.min_rtt_us, 2000000, 2100000);
+	/* 50 % loss: survives, still moves data */
+	r = sim_spline(10000000, 50000, 43, 500000, 20000000, 0, 0);
+	CHECK(r.goodput_frac > 0.0);
+	CHECK(r.last_cwnd >= SPLINE_MIN_CWND);
+}
+
+static void t_spline_min_rtt_refresh(void)
+{
+	struct spline_state s = spline_fresh();
+	u32 d = 0;
+	u64 t;
+
+	/* min 10 ms, then the path's RTT rises to 30 ms for good */
+	spline_ack1(&s, 1000, ++d, 0, 1, 1000, 10000, 1, 10, 10);
+	CHECK_EQ(s.min_rtt_us, 10000);
+	for (t = 2000; t < 10000000; t += 100000) {
+		d++;
+		spline_ack1(&s, t, d, d - 1, 1, 1000, 30000, 1, 10, 10);
+	}
+	CHECK_EQ(s.min_rtt_us, 10000);		/* still within 10 s */
+	d++;
+	spline_ack1(&s, 10002000, d, d - 1, 1, 1000, 30000, 1, 10, 10);
+	CHECK_EQ(s.min_rtt_us, 30000);		/* expired: refreshed */
+	CHECK_EQ(s.min_rtt_stamp_us, 10002000);
+	/* a new minimum is taken at once */
+	d++;
+	spline_ack1(&s, 10003000, d, d - 1, 1, 1000, 29000, 1, 10, 10);
+	CHECK_EQ(s.min_rtt_us, 29000);
+}
+
+static void t_spline_rto_regrow(void)
+{
+	struct spline_state s = spline_fresh();
+	struct spline_out o;
+	u32 cwnd, i;
+
+	s.mode = SPLINE_PROBE_BW;
+	CHECK_EQ(spline_on_loss(&s, 100, 1448), 80);
+	/* the kernel collapsed the window to 1 after the RTO */
+	cwnd = 1;
+	for (i = 0; i < 200 && cwnd < 80; i++) {
+		struct spline_ack in = {
+			.now_us = 1000 + i, .delivered = i + 1,
+			.prior_delivered = i, .rate_delivered = -1,
+			.interval_us = -1, .rtt_us = -1, .acked = 1,
+			.inflight = cwnd, .cwnd = cwnd, .cwnd_clamp = 1000,
+			.mss = 1448, .cwnd_limited = true, .in_recovery = true,
+		};
+		o = spline_on_ack(&s, &in);
+		CHECK(o.cwnd <= 80);
+		cwnd = o.cwnd;
+	}
+	CHECK_EQ(cwnd, 80);
+	CHECK(i < 100);		/* grows by the ACKed amount */
+}
+
+/* ------------------------------------------------------------------ */
+
+static const struct test_case cases[] = {
+	{ "search_params_sane", t_search_params_sane },
+	{ "search_state_size", t_search_state_size },
+	{ "search_bin_duration", t_search_bin_duration },
+	{ "search_roll", t_search_roll },
+	{ "search_skipped_bins", t_search_skipped_bins },
+	{ "search_wrap", t_search_wrap },
+	{ "search_window_sum", t_search_window_sum },
+	{ "search_interpolation", t_search_interpolation },
+	{ "search_norm_diff", t_search_norm_diff },
+	{ "search_paper_doubling", t_search_paper_doubling },
+	{ "search_paper_capacity", t_search_paper_capacity },
+	{ "search_default_timing", t_search_default_timing },
+	{ "search_rtt_spike_clamp", t_search_rtt_spike_clamp },
+	{ "search_scale", t_search_scale },
+	{ "search_zero_and_extremes", t_search_zero_and_extremes },
+	{ "cubic_cbrt", t_cubic_cbrt },
+	{ "cubic_loss", t_cubic_loss },
+	{ "cubic_curve", t_cubic_curve },
+	{ "cubic_friendly_and_history", t_cubic_friendly_and_history },
+	{ "hystart", t_hystart },
+	{ "spline_init", t_spline_init },
+	{ "spline_fairness", t_spline_fairness },
+	{ "spline_max_could_cwnd", t_spline_max_could_cwnd },
+	{ "spline_bdp_and_bw_inflight", t_spline_bdp_and_bw_inflight },
+	{ "spline_check_probes", t_spline_check_probes },
+	{ "spline_loss_and_undo", t_spline_loss_and_undo },
+	{ "spline_pacing", t_spline_pacing },
+	{ "spline_first_ack_and_zero", t_spline_first_ack_and_zero },
+	{ "spline_extremes", t_spline_extremes },
+	{ "spline_min_rtt_refresh", t_spline_min_rtt_refresh },
+	{ "spline_rto_regrow", t_spline_rto_regrow },
+	{ "spline_sim_clean_path", t_spline_sim_clean_path },
+	{ "spline_sim_random_loss", t_spline_sim_random_loss },
+	{ "spline_sim_rate_drop", t_spline_sim_rate_drop },
+	{ "spline_sim_extreme_paths", t_spline_sim_extreme_paths },
+};
+
+int main(int argc, char **argv)
+{
+	size_t i, n = sizeof(cases) / sizeof(cases[0]);
+	unsigned int passed = 0, failed = 0;
+
+	for (i = 0; i < n; i++) {
+		if (argc > 1 && !strstr(cases[i].name, argv[1]))
+			continue;
+		case_failures = 0;
+		cases[i].fn();
+		if (case_failures) {
+			printf("FAIL %s (%d checks)\n", cases[i].name,
+			       case_failures);
+			failed++;
+		} else {
+			printf("ok   %s\n", cases[i].name);
+			passed++;
+		}
+	}
+	printf("%u passed, %u failed\n", passed, failed);
+	return failed ? 1 : 0;
+}
