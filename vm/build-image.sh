@@ -68,7 +68,7 @@ in_chroot() {
 }
 
 if [ ! -f "$root/.cclab-base-done" ]; then
-  rm -rf "$root"
+  rm -rf "$root" "$root.tmp"
   echo "[image] debootstrap bookworm -> $root"
   mirror=${CCLAB_DEBIAN_MIRROR:-http://deb.debian.org/debian}
   debootstrap --variant=minbase --include=ca-certificates,systemd-sysv,udev \

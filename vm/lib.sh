@@ -7,7 +7,7 @@ need() {
   command -v "$1" >/dev/null 2>&1 || die "$1 not found: install it with 'apt-get install $2'"
 }
 
-cache_dir() { printf '%s\n' "${CCLAB_VM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/cclab-vm}"; }
+cache_dir() { printf "%s\n" "${CCLAB_VM_CACHE:-${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/cclab-vm}"; }
 
 # Hash of the listed files' paths and contents, build artifacts excluded.
 _hash_tree() {
