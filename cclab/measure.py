@@ -28,8 +28,8 @@ TRACEFS = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
 
 # ---------------------------------------------------------------- commands
 
-def iperf_server(port: int) -> list[str]:
-    return ["iperf3", "-s", "-1", "-J", "-p", str(port)]
+def iperf_server(port: int, interval: float) -> list[str]:
+    return ["iperf3", "-s", "-1", "-J", "-p", str(port), "-i", f"{interval:g}"]
 
 
 def iperf_client(f: Flow, dst: str, port: int, interval: float) -> list[str]:
@@ -328,7 +328,8 @@ def parse_iperf(doc: dict, flow: int, t_spawn: float) -> tuple[list[dict], dict]
     rows = []
     for iv in doc.get("intervals", []):
         for s in iv.get("streams", []):
-            rows.append({"flow": flow, "stream": s.get("socket"),
+            rows.append({"flow": flow, "side": "sender" if s.get("sender", True) else "receiver",
+                         "stream": s.get("socket"),
                          "t_start": round(t_spawn + s.get("start", 0), 6),
                          "t_end": round(t_spawn + s.get("end", 0), 6),
                          "bytes": s.get("bytes"), "bits_per_second": s.get("bits_per_second"),

@@ -3,7 +3,7 @@
     results/<experiment>/<YYYYmmdd-HHMMSS>-<rep>/
         manifest.json   what ran, where, with what ("status": "complete" or "incomplete")
         flows.csv       one row per flow: what was asked, what ran, what it achieved
-        iperf.csv       iperf3 intervals, one row per flow, stream and interval
+        iperf.csv       iperf3 intervals, one row per flow, side (sender/receiver), stream, interval
         ss.csv          socket samples (ss -ti) of every sending socket
         probe.csv       per-ACK tcp:tcp_probe events
         qdisc.csv       bottleneck qdisc statistics over time
@@ -34,7 +34,7 @@ TABLES = {
               "streams", "start", "duration", "bytes_requested", "cca_iperf", "cca_ss",
               "t_start", "t_end", "sent_bytes", "received_bytes", "throughput_bps",
               "retransmits", "mean_rtt_us", "min_rtt_us", "lost_percent", "exit_code"],
-    "iperf": ["flow", "stream", "t_start", "t_end", "bytes", "bits_per_second",
+    "iperf": ["flow", "side", "stream", "t_start", "t_end", "bytes", "bits_per_second",
               "retransmits", "snd_cwnd", "rtt_us", "rttvar_us", "lost_packets", "packets"],
     "ss": ["t", "flow", "host", "local_port", "peer_port", "cca", "cwnd", "ssthresh", "mss",
            "rtt_ms", "rttvar_ms", "min_rtt_ms", "pacing_rate_bps", "delivery_rate_bps",

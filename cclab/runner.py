@@ -322,7 +322,7 @@ class Run:
         for i, f in enumerate(exp.flows):
             receiver = topo.endpoints(f.direction, f.pair)[1]
             out = open(self.raw / f"iperf-server-{i + 1}.json", "w")
-            self.popen(self.net.node(receiver), measure.iperf_server(exp.port(i)),
+            self.popen(self.net.node(receiver), measure.iperf_server(exp.port(i), m.iperf_interval),
                        f"iperf3 server {i + 1}", stdout=out)
             out.close()
         for i, f in enumerate(exp.flows):
@@ -498,6 +498,9 @@ class Run:
             doc = measure.read_json(self.raw / f"iperf-{i}.json")
             rows, summ = measure.parse_iperf(doc, i, t_spawn or 0.0)
             iperf_rows += rows
+            server_rows, _ = measure.parse_iperf(
+                measure.read_json(self.raw / f"iperf-server-{i}.json"), i, t_spawn or 0.0)
+            iperf_rows += [r for r in server_rows if r["side"] == "receiver"]
             local_ports[i] = [p for p in summ.pop("local_ports") if p]
             err = summ.pop("error")
             if err:
