@@ -1,0 +1,493 @@
+"""The kit's kernel modules (kmod/) on the lab VM: build, load, choose per socket, behave.
+
+Runs inside the lab VM as root (vm/run.sh -- pytest tests/vm/test_kmod.py):
+
+1. kmod/ builds with W=1 and no warning against the running kernel's headers, DKMS has
+   installed both modules, and both load (modprobe, or insmod of the fresh build).
+2. Both appear in tcp_available_congestion_control, their parameters refuse bad values,
+   their tracepoints exist, and iperf3 -C picks them per socket: ss shows the name and the
+   BBR-style info block of each module on the data socket.
+3. Flows over 10 Mbit/s, 50 ms one way and 2 % loss on the data direction.
+4. GEO: 50 Mbit/s, 300 ms each way (600 ms RTT), a deep buffer. SEARCH must leave slow start
+   (search:search_exit with reason=search) before its first retransmission in at least 4 of
+   5 runs; Cubic without HyStart runs into loss. Exit times and retransmissions are printed.
+5. Stress: 5 s RTT, 50 % loss, 20 parallel flows, rmmod refused while a flow uses a module,
+   rmmod of idle modules; afterwards dmesg has gained no WARN, BUG, oops or UBSAN line.
+"""
+import glob
+import json
+import os
+import re
+import shutil
+import subprocess
+import threading
+import time
+import uuid
+
+import pytest
+
+KIT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+KMOD_SRC = os.path.join(KIT, "kmod")
+MODULES = {"tcp_spline": "spline", "tcp_search": "search"}
+TRACEFS = "/sys/kernel/tracing"
+AVAILABLE = "/proc/sys/net/ipv4/tcp_available_congestion_control"
+BAD_DMESG = re.compile(r"WARNING:|\bBUG\b|Oops|UBSAN|general protection|Call Trace|refcount_t")
+
+# GEO link: 50 Mbit/s, 300 ms each way.  One BDP is 3.75 MB = 2590 segments.  SEARCH judges
+# delivery over 3.5 initial RTTs, so with an unpaced slow start it fires once the queue holds
+# several BDPs (the kit's host harness and the paper's GEO runs agree); the buffer is 8 BDPs,
+# which a slow start without an exit test still overflows.
+GEO_RATE = "50mbit"
+GEO_DELAY = "300ms"
+GEO_BDP_PKTS = 2590
+GEO_BUF_PKTS = 8 * GEO_BDP_PKTS
+GEO_RUNS = 5
+GEO_SECONDS = 12
+
+
+def sh(*args, check=True, timeout=None):
+    return subprocess.run(args, check=check, capture_output=True, text=True, timeout=timeout)
+
+
+def ns(name, *args, check=True, timeout=None):
+    return sh("ip", "netns", "exec", name, *args, check=check, timeout=timeout)
+
+
+def loaded(mod):
+    return os.path.isdir(f"/sys/module/{mod}")
+
+
+def available():
+    with open(AVAILABLE) as f:
+        return set(f.read().split())
+
+
+def dmesg_lines():
+    return sh("dmesg").stdout.splitlines()
+
+
+class Path:
+    """Sender (10.77.1.1) - router - receiver (10.77.2.1), each in its own namespace.
+
+    Data leaves the router on 'r-rcv' (towards the receiver), ACKs on 'r-snd'."""
+
+    def __init__(self):
+        tag = uuid.uuid4().hex[:6]
+        self.snd, self.rtr, self.rcv = (f"kmod-{tag}-{r}" for r in "src")
+        self.rcv_ip = "10.77.2.1"
+        self.procs = []
+
+    def __enter__(self):
+        try:
+            for n in (self.snd, self.rtr, self.rcv):
+                sh("ip", "netns", "add", n)
+                ns(n, "ip", "link", "set", "lo", "up")
+            sh("ip", "link", "add", "s0", "netns", self.snd, "type", "veth",
+               "peer", "r-snd", "netns", self.rtr)
+            sh("ip", "link", "add", "c0", "netns", self.rcv, "type", "veth",
+               "peer", "r-rcv", "netns", self.rtr)
+            for n, dev, addr in ((self.snd, "s0", "10.77.1.1/24"),
+                                 (self.rtr, "r-snd", "10.77.1.2/24"),
+                                 (self.rtr, "r-rcv", "10.77.2.2/24"),
+                                 (self.rcv, "c0", "10.77.2.1/24")):
+                ns(n, "ip", "addr", "add", addr, "dev", dev)
+                ns(n, "ip", "link", "set", dev, "up")
+                ns(n, "ethtool", "-K", dev, "tso", "off", "gso", "off", "gro", "off")
+            ns(self.snd, "ip", "route", "add", "default", "via", "10.77.1.2")
+            ns(self.rcv, "ip", "route", "add", "default", "via", "10.77.2.2")
+            ns(self.rtr, "sysctl", "-qw", "net.ipv4.ip_forward=1")
+            for n in (self.snd, self.rcv):
+                # 64 MiB maxima; a large default receive buffer so the receive window
+                # never limits a GEO slow start; no cached ssthresh between runs
+                ns(n, "sysctl", "-qw", "net.ipv4.tcp_rmem=4096 33554432 67108864")
+                ns(n, "sysctl", "-qw", "net.ipv4.tcp_wmem=4096 16384 67108864")
+                ns(n, "sysctl", "-qw", "net.ipv4.tcp_no_metrics_save=1")
+            self.spawn(self.rcv, "iperf3", "-s")
+            time.sleep(0.5)
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def shape(self, data_netem, ack_netem=None):
+        ns(self.rtr, "tc", "qdisc", "replace", "dev", "r-rcv", "root", "netem", *data_netem)
+        if ack_netem:
+            ns(self.rtr, "tc", "qdisc", "replace", "dev", "r-snd", "root", "netem", *ack_netem)
+
+    def spawn(self, name, *args):
+        p = subprocess.Popen(["ip", "netns", "exec", name, *args],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.procs.append(p)
+        return p
+
+    def iperf3(self, *args, timeout=120):
+        """Run iperf3 towards the receiver; returns its JSON (or {} and the error)."""
+        r = ns(self.snd, "iperf3", "-J", "-c", self.rcv_ip, *args, check=False, timeout=timeout)
+        try:
+            data = json.loads(r.stdout or "{}")
+        except json.JSONDecodeError:
+            data = {"error": r.stdout[-300:] + r.stderr[-300:]}
+        return data
+
+    def data_sockets(self):
+        """ss -tin lines of the sender's sockets towards iperf3: (head, info) pairs."""
+        out = ns(self.snd, "ss", "-tinH", "dst", f"{self.rcv_ip}:5201", check=False).stdout
+        socks, head = [], None
+        for line in out.splitlines():
+            if not line.startswith((" ", "\t")):
+                head = line
+            elif head is not None:
+                socks.append((head, line.strip()))
+                head = None
+        return socks
+
+    def __exit__(self, *exc):
+        for p in self.procs:
+            p.kill()
+            p.wait()
+        for n in (self.snd, self.rtr, self.rcv):
+            for pid in sh("ip", "netns", "pids", n, check=False).stdout.split():
+                sh("kill", "-9", pid, check=False)
+            sh("ip", "netns", "del", n, check=False)
+        return False
+
+
+class SsWatcher:
+    """Samples ss on the sender every 0.3 s; remembers, per socket, its cc tokens and info."""
+
+    def __init__(self, path, names):
+        self.path, self.names = path, set(names)
+        self.seen = {}          # local port -> dict(ccs=set, bytes_acked=int, info=str)
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self._stop.is_set():
+            for head, info in self.path.data_sockets():
+                lport = head.split()[3].rsplit(":", 1)[-1]
+                rec = self.seen.setdefault(lport, {"ccs": set(), "bytes_acked": 0, "info": ""})
+                rec["ccs"].update(t for t in info.split() if t in self.names)
+                m = re.search(r"bytes_acked:(\d+)", info)
+                if m and int(m.group(1)) >= rec["bytes_acked"]:
+                    rec["bytes_acked"] = int(m.group(1))
+                    rec["info"] = info
+            time.sleep(0.3)
+
+    def __enter__(self):
+        self._t.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._t.join()
+        return False
+
+    def busiest(self):
+        """The socket that carried the most data (iperf3's data connection)."""
+        if not self.seen:
+            return {"ccs": set(), "bytes_acked": 0, "info": ""}
+        return max(self.seen.values(), key=lambda r: r["bytes_acked"])
+
+
+def tracing_on(events):
+    if not os.path.isdir(os.path.join(TRACEFS, "events")):
+        sh("mount", "-t", "tracefs", "nodev", TRACEFS, check=False)
+    for ev in events:
+        with open(os.path.join(TRACEFS, "events", ev, "enable"), "w") as f:
+            f.write("1")
+    with open(os.path.join(TRACEFS, "trace"), "w") as f:
+        f.write("")             # clear the buffer
+
+
+def trace_lines(event):
+    with open(os.path.join(TRACEFS, "trace")) as f:
+        return [line for line in f if f" {event}:" in line]
+
+
+def parse_kv(line):
+    return dict(re.findall(r"(\w+)=(-?\w+)", line.split(": ", 2)[-1]))
+
+
+def load_modules(build_dir=None):
+    """Load both modules: from DKMS via modprobe, or from @build_dir via insmod."""
+    for mod in MODULES:
+        if loaded(mod):
+            continue
+        if build_dir:
+            sh("insmod", os.path.join(build_dir, f"{mod}.ko"))
+        else:
+            sh("modprobe", mod)
+
+
+def unload(mod, tries=20):
+    """rmmod, retrying while sockets that just closed still hold a reference."""
+    r = None
+    for _ in range(tries):
+        r = sh("rmmod", mod, check=False)
+        if r.returncode == 0 or not loaded(mod):
+            return True
+        time.sleep(0.5)
+    return False
+
+
+@pytest.fixture(scope="module")
+def build_dir(tmp_path_factory, dmesg_start):
+    """A fresh W=1 build of kmod/ in a copy (the checkout stays clean)."""
+    work = tmp_path_factory.mktemp("kmod")
+    for f in glob.glob(os.path.join(KMOD_SRC, "*.[ch]")) + [os.path.join(KMOD_SRC, "Kbuild")]:
+        shutil.copy(f, work)
+    kdir = f"/lib/modules/{os.uname().release}/build"
+    r = sh("make", "-C", kdir, f"M={work}", "W=1", "modules", check=False, timeout=900)
+    log = r.stdout + r.stderr
+    assert r.returncode == 0, log[-3000:]
+    warnings = [line for line in log.splitlines() if "warning:" in line]
+    assert not warnings, "\n".join(warnings)
+    return str(work)
+
+
+@pytest.fixture(scope="module")
+def dmesg_start():
+    return len(dmesg_lines())
+
+
+@pytest.fixture
+def mods(build_dir, dmesg_start):
+    """Both modules loaded (DKMS ones if installed, else the fresh build)."""
+    try:
+        load_modules()
+    except subprocess.CalledProcessError:
+        load_modules(build_dir)
+    assert {"spline", "search"} <= available()
+    return build_dir
+
+
+@pytest.fixture
+def path():
+    with Path() as p:
+        yield p
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def test_build_is_warning_free(build_dir):
+    for mod in MODULES:
+        assert os.path.exists(os.path.join(build_dir, f"{mod}.ko"))
+
+
+def test_dkms_installed_both_modules():
+    status = sh("dkms", "status", "cclab-tcp", check=False).stdout
+    assert "installed" in status, f"dkms status: {status!r}"
+    for mod in MODULES:
+        where = sh("modinfo", "-n", mod).stdout.strip()
+        assert "/updates/dkms/" in where, where
+
+
+def test_fresh_build_loads_and_registers(build_dir, dmesg_start):
+    for mod in MODULES:
+        if loaded(mod):
+            assert unload(mod), f"{mod} busy"
+    load_modules(build_dir)
+    names = available()
+    for mod, name in MODULES.items():
+        assert loaded(mod)
+        assert name in names
+    # modprobe (DKMS) path again, for the rest of the tests
+    for mod in MODULES:
+        assert unload(mod)
+    try:
+        load_modules()
+    except subprocess.CalledProcessError:
+        load_modules(build_dir)
+    assert {"spline", "search"} <= available()
+
+
+def test_search_parameters_are_validated(mods):
+    base = "/sys/module/tcp_search/parameters"
+    cases = {"window_bins": ("0", "1000000", "12", "10"),
+             "extra_bins": ("0", "99", "14", "15"),
+             "window_factor": ("0", "4294967295", "40", "35"),
+             "thresh": ("0", "1001", "250", "350")}
+    for param, (zero, huge, good, default) in cases.items():
+        p = os.path.join(base, param)
+        with open(p) as f:
+            assert f.read().strip() == default
+        for bad in (zero, huge, "abc"):
+            with pytest.raises(OSError):
+                with open(p, "w") as f:
+                    f.write(bad)
+            with open(p) as f:
+                assert f.read().strip() == default, f"{param} changed by {bad!r}"
+        with open(p, "w") as f:
+            f.write(good)
+        with open(p) as f:
+            assert f.read().strip() == good
+        with open(p, "w") as f:
+            f.write(default)
+    with open(os.path.join(base, "hystart")) as f:
+        assert f.read().strip() == "N"
+
+
+def test_tracepoints_exist(mods):
+    tracing_on([])
+    for ev in ("spline/spline_mode", "search/search_exit"):
+        assert os.path.isdir(os.path.join(TRACEFS, "events", ev)), ev
+
+
+@pytest.mark.parametrize("cca", ["spline", "search"])
+def test_lossy_10mbit(mods, path, cca):
+    path.shape(["rate", "10mbit", "delay", "50ms", "loss", "2%", "limit", "1000"])
+    tracing_on(["spline/spline_mode", "search/search_exit"])
+    with SsWatcher(path, available()) as w:
+        data = path.iperf3("-C", cca, "-t", "8")
+    assert "error" not in data, data.get("error")
+    sock = w.busiest()
+    assert sock["ccs"] == {cca}, sock
+    mbps = data["end"]["sum_received"]["bits_per_second"] / 1e6
+    retrans = data["end"]["sum_sent"].get("retransmits", 0)
+    print(f"\n  {cca} 10mbit/50ms/2%: {mbps:.2f} Mbit/s, {retrans} retransmissions")
+    print(f"  ss: {sock['info'][:300]}")
+    assert mbps > 0.5
+    assert retrans > 0          # the loss really is on the data direction
+    m = re.search(r"bbr:\(bw:\S+?,mrtt:([\d.]+)(?:,pacing_gain:([\d.]+))?(?:,cwnd_gain:([\d.]+))?\)",
+                  sock["info"])
+    assert m, "ss shows no module info block"
+    assert float(m.group(1)) >= 45      # min RTT ~ 50 ms (delay on the data direction)
+    if cca == "spline":
+        assert m.group(2) and int(float(m.group(2))) in (1, 2, 3, 4), "mode"
+        modes = trace_lines("spline_mode")
+        assert modes, "no spline:spline_mode event"
+        print(f"  {len(modes)} mode changes, first: {modes[0].strip()[:200]}")
+    else:
+        assert m.group(3) and int(float(m.group(3))) in (1, 2, 3, 4), "state"
+
+
+def _geo_path(p):
+    p.shape(["delay", GEO_DELAY, "rate", GEO_RATE,
+             "limit", str(GEO_BUF_PKTS + GEO_BDP_PKTS // 2 + 1000)],
+            ["delay", GEO_DELAY, "limit", "100000"])
+
+
+def _first_retrans_time(data):
+    """Start of the first iperf3 interval with a retransmission, or None."""
+    for iv in data.get("intervals", []):
+        s = iv["sum"]
+        if s.get("retransmits", 0) > 0:
+            return s["start"]
+    return None
+
+
+def test_geo_search_exits_before_loss_cubic_does_not(mods):
+    with open("/sys/module/tcp_cubic/parameters/hystart") as f:
+        hystart_before = f.read().strip()
+    results = []
+    try:
+        with Path() as p:
+            _geo_path(p)
+            for run in range(GEO_RUNS):
+                tracing_on(["search/search_exit"])
+                data = p.iperf3("-C", "search", "-t", str(GEO_SECONDS), "-i", "0.5",
+                                timeout=GEO_SECONDS + 60)
+                assert "error" not in data, data.get("error")
+                exits = [parse_kv(x) for x in trace_lines("search_exit")]
+                exits = [e for e in exits if e.get("dport") == "5201" and int(e["cwnd"]) > 100]
+                first_rtx = _first_retrans_time(data)
+                retrans = data["end"]["sum_sent"].get("retransmits", 0)
+                ex = exits[0] if exits else {}
+                t_exit = int(ex.get("elapsed_us", 0)) / 1e6 if ex else None
+                ok = (ex.get("reason") == "search" and
+                      (first_rtx is None or t_exit is None or t_exit <= first_rtx + 0.5))
+                results.append(ok)
+                print(f"\n  search run {run + 1}: exit reason={ex.get('reason')} "
+                      f"t={t_exit} s cwnd={ex.get('cwnd')} norm_diff={ex.get('norm_diff')} "
+                      f"first retransmission at {first_rtx} s, {retrans} retransmissions "
+                      f"-> {'before loss' if ok else 'NOT before loss'}")
+            with open("/sys/module/tcp_cubic/parameters/hystart", "w") as f:
+                f.write("0")
+            data = p.iperf3("-C", "cubic", "-t", str(GEO_SECONDS), "-i", "0.5",
+                            timeout=GEO_SECONDS + 60)
+            assert "error" not in data, data.get("error")
+            cubic_rtx = data["end"]["sum_sent"].get("retransmits", 0)
+            print(f"  cubic (hystart=0): first retransmission at {_first_retrans_time(data)} s, "
+                  f"{cubic_rtx} retransmissions")
+    finally:
+        with open("/sys/module/tcp_cubic/parameters/hystart", "w") as f:
+            f.write(hystart_before)
+    assert sum(results) >= 4, f"SEARCH exited before loss in only {sum(results)} of {GEO_RUNS}"
+    assert cubic_rtx > 0, "Cubic without HyStart did not overshoot"
+
+
+# --- stress matrix -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("cca", ["spline", "search"])
+def test_stress_rtt_5s(mods, path, cca):
+    path.shape(["delay", "2500ms", "rate", "10mbit", "limit", "20000"],
+               ["delay", "2500ms", "limit", "20000"])
+    with SsWatcher(path, available()) as w:
+        data = path.iperf3("-C", cca, "-t", "12", timeout=90)
+    assert "error" not in data, data.get("error")
+    assert w.busiest()["ccs"] == {cca}
+    print(f"\n  {cca} RTT 5 s: {data['end']['sum_received']['bits_per_second'] / 1e6:.2f} Mbit/s")
+
+
+@pytest.mark.parametrize("cca", ["spline", "search"])
+def test_stress_loss_50(mods, path, cca):
+    # half of all data packets lost: iperf3 may give up, the kernel must not
+    path.shape(["rate", "10mbit", "delay", "20ms", "loss", "50%", "limit", "1000"])
+    with SsWatcher(path, available()) as w:
+        try:
+            data = path.iperf3("-C", cca, "-t", "5", timeout=40)
+        except subprocess.TimeoutExpired:
+            data = {"error": "timeout"}
+    assert cca in w.busiest()["ccs"] or not w.seen
+    print(f"\n  {cca} 50% loss: {data.get('error') or 'completed'}")
+
+
+@pytest.mark.parametrize("cca", ["spline", "search"])
+def test_stress_20_flows(mods, path, cca):
+    path.shape(["rate", "10mbit", "delay", "25ms", "limit", "1000"])
+    with SsWatcher(path, available()) as w:
+        data = path.iperf3("-C", cca, "-P", "20", "-t", "8", timeout=90)
+    assert "error" not in data, data.get("error")
+    used = [r for r in w.seen.values() if r["bytes_acked"] > 0]
+    assert len(used) >= 20
+    assert all(r["ccs"] == {cca} for r in used if r["bytes_acked"] > 100000)
+    print(f"\n  {cca} x20: {data['end']['sum_received']['bits_per_second'] / 1e6:.2f} Mbit/s")
+
+
+def test_rmmod_refused_while_in_use_then_idle_works(mods, path):
+    path.shape(["rate", "10mbit", "delay", "10ms", "limit", "1000"])
+    flows = {mod: path.spawn(path.snd, "iperf3", "-c", path.rcv_ip, "-C", name, "-t", "60")
+             for mod, name in MODULES.items()}
+    try:
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            tokens = " ".join(info for _, info in path.data_sockets()).split()
+            if "spline" in tokens and "search" in tokens:
+                break
+            time.sleep(0.3)
+        for mod in MODULES:
+            r = sh("rmmod", mod, check=False)
+            assert r.returncode != 0, f"rmmod {mod} succeeded while a flow used it"
+            assert loaded(mod)
+    finally:
+        for p in flows.values():
+            p.kill()
+            p.wait()
+    # the flows are gone: both modules unload, then load again
+    for mod in MODULES:
+        assert unload(mod, tries=40), f"rmmod {mod} failed when idle"
+        assert not loaded(mod)
+    assert not {"spline", "search"} & available()
+    try:
+        load_modules()
+    except subprocess.CalledProcessError:
+        load_modules(mods)
+    assert {"spline", "search"} <= available()
+
+
+def test_dmesg_clean_after_matrix(dmesg_start):
+    new = dmesg_lines()[dmesg_start:]
+    bad = [line for line in new if BAD_DMESG.search(line)]
+    assert not bad, "\n".join(bad)
