@@ -81,6 +81,8 @@ enum spline_mode {
 #define SPLINE_MAX_RTT_US		(1U << 26)
 /* At most 2^24 segments per rate sample are believed. */
 #define SPLINE_MAX_SAMPLE_SEGS		(1U << 24)
+/* Largest window handed back: tcp_snd_cwnd_set() warns if (int)cwnd <= 0. */
+#define SPLINE_MAX_CWND			0x7fffffffU
 /* Pacing floor: one segment per second, so the flow can never stall. */
 #define SPLINE_MIN_RATE_SEGS		1
 
@@ -493,6 +495,7 @@ static inline struct spline_out spline_on_ack(struct spline_state *s,
 	if (cwnd > old_cwnd && out.old_mode != SPLINE_PROBE_RTT)
 		cwnd = cc_max32(old_cwnd, cc_min32(cwnd, s->max_could_cwnd));
 	cwnd = cc_max32(cwnd, SPLINE_MIN_CWND);
+	cwnd = cc_min32(cwnd, SPLINE_MAX_CWND);
 	if (in->cwnd_clamp)
 		cwnd = cc_min32(cwnd, cc_max32(in->cwnd_clamp, SPLINE_MIN_CWND));
 

@@ -932,6 +932,7 @@ static void t_spline_extremes(void)
 		o = spline_ack1(&s, U64_MAX, U32_MAX, 0, INT32_MAX, 1,
 				INT64_MAX, U32_MAX, U32_MAX, U32_MAX);
 		CHECK(o.cwnd >= SPLINE_MIN_CWND);
+		CHECK(o.cwnd <= SPLINE_MAX_CWND);	/* positive as an int */
 		CHECK_EQ(spline_bw(&s), SPLINE_MAX_BW);
 		CHECK_EQ(s.min_rtt_us, SPLINE_MAX_RTT_US);
 		o = spline_ack1(&s, 0, 0, U32_MAX, INT32_MIN, INT64_MIN,
