@@ -1,8 +1,9 @@
 """Measurements: the commands that take them, and the parsers that turn their output into rows.
 
     iperf3 -J            flows.csv, iperf.csv      (sender side: cwnd, rtt, retransmits)
-    ss -tinHO, 20 Hz     ss.csv                    (cwnd, ssthresh, rtt, pacing, delivery,
-                                                    retransmissions, module info like bbr:(...))
+    sock_diag, 20 Hz     ss.csv                    (what ss -ti shows: cwnd, ssthresh, rtt,
+                                                    pacing, delivery, retransmissions, module
+                                                    info like bbr:(...); see sockdiag.py)
     tcp:tcp_probe        probe.csv                 (per ACK: cwnd, ssthresh, srtt)
     tc -s -j qdisc       qdisc.csv                 (backlog and drops at the bottleneck)
     ping -D              ping.csv                  (RTT idle and under load)
@@ -51,12 +52,13 @@ def ping(dst: str, interval: float) -> list[str]:
     return ["ping", "-D", "-O", "-n", "-i", f"{interval:g}", dst]
 
 
-def ss() -> list[str]:
-    return ["ss", "-tinHO"]
+def socket_sampler(python: str, hz: float, out: str, ports: list[int]) -> list[str]:
+    return [python, "-m", "cclab.sampler", "sockets", "--hz", f"{hz:g}", "--out", out,
+            "--ports", f"{min(ports)}-{max(ports)}"]
 
 
-def tc_stats(dev: str) -> list[str]:
-    return ["tc", "-s", "-j", "qdisc", "show", "dev", dev]
+def qdisc_sampler(python: str, hz: float, out: str, devs: list[str]) -> list[str]:
+    return [python, "-m", "cclab.sampler", "qdisc", "--hz", f"{hz:g}", "--out", out, *devs]
 
 
 def capture(dev: str, path: str, snaplen: int) -> list[str]:
@@ -168,103 +170,54 @@ class ProbeTracer:
 
 # ---------------------------------------------------------------- parsers
 
-_RATE = {"bps": 1, "kbps": 1e3, "mbps": 1e6, "gbps": 1e9}
-_FLAGS = {"ts", "sack", "ecn", "ecnseen", "fastopen", "app_limited", "cwnd_limited"}
-
-
-def _ss_rate(s: str) -> float | None:
-    m = re.fullmatch(r"([\d.]+)([KMG]?bps)", s)
-    return float(m.group(1)) * _RATE[m.group(2).lower()] if m else None
-
-
-def parse_ss_line(line: str) -> dict | None:
-    """One line of `ss -tinO` as a dict of the fields the kit keeps."""
-    tok = line.split()
-    if len(tok) < 5 or ":" not in tok[3]:
-        return None
-    row = {"local_port": int(tok[3].rsplit(":", 1)[1]), "peer_port": int(tok[4].rsplit(":", 1)[1]),
-           "app_limited": 0}
-    info = []
-    i = 5
-    while i < len(tok):
-        t = tok[i]
-        if t in ("send", "pacing_rate", "delivery_rate") and i + 1 < len(tok):
-            key = {"send": "send_bps", "pacing_rate": "pacing_rate_bps",
-                   "delivery_rate": "delivery_rate_bps"}[t]
-            row[key] = _ss_rate(tok[i + 1])
-            i += 2
-            continue
-        if ":" in t:
-            k, v = t.split(":", 1)
-            if v.startswith("("):
-                info.append(t)
-            elif k == "rtt" and "/" in v:
-                a, b = v.split("/")
-                row["rtt_ms"], row["rttvar_ms"] = float(a), float(b)
-            elif k == "retrans" and "/" in v:
-                a, b = v.split("/")
-                row["retrans"], row["retrans_total"] = int(a), int(b)
-            elif k == "minrtt":
-                row["min_rtt_ms"] = float(v)
-            elif k in ("cwnd", "ssthresh", "mss", "bytes_acked", "bytes_retrans", "lost",
-                       "unacked", "data_segs_out", "delivered"):
-                try:
-                    row[k] = int(v)
-                except ValueError:
-                    pass
-        elif t == "app_limited":
-            row["app_limited"] = 1
-        elif t not in _FLAGS and "cca" not in row and re.fullmatch(r"[a-z][a-z0-9_]*", t):
-            row["cca"] = t
-        i += 1
-    row["module_info"] = " ".join(info) if info else None
-    return row
+def parse_sockets(text: str, host: str, t0: float, flow_of) -> list[dict]:
+    """Rows for ss.csv from the socket sampler's JSON lines; flow_of(local_port, peer_port)
+    gives the flow number, or None for sockets that are not a flow's data connection."""
+    rows = []
+    for line in text.splitlines():
+        try:
+            sample = json.loads(line)
+        except ValueError:
+            continue                            # a line cut short by the end of the run
+        for r in sample.get("s", []):
+            flow = flow_of(r["local_port"], r["peer_port"])
+            if flow is None:
+                continue
+            rows.append(dict(r, t=round(sample["t"] - t0, 6), flow=flow, host=host))
+    return rows
 
 
 def parse_stamped(text: str):
-    """Split sampler output into (epoch, block text) pairs."""
-    stamp, lines = None, []
+    """Split qdisc sampler output into (epoch, dev, block text)."""
+    stamp, dev, lines = None, None, []
     for line in text.splitlines():
         if line.startswith("@"):
             if stamp is not None:
-                yield stamp, "\n".join(lines)
+                yield stamp, dev, "\n".join(lines)
+            head = line[1:].split()
             try:
-                stamp = float(line[1:])
-            except ValueError:
+                stamp, dev = float(head[0]), (head[1] if len(head) > 1 else None)
+            except (ValueError, IndexError):
                 stamp = None
             lines = []
         else:
             lines.append(line)
     if stamp is not None:
-        yield stamp, "\n".join(lines)
+        yield stamp, dev, "\n".join(lines)
 
 
-def parse_ss(text: str, host: str, t0: float, flow_of) -> list[dict]:
-    """Rows for ss.csv; flow_of(local_port, peer_port) gives the flow number or None."""
+def parse_tc(text: str, node: str, directions: dict[str, str], t0: float) -> list[dict]:
+    """Rows for qdisc.csv; directions maps each sampled device to down or up."""
     rows = []
-    for stamp, block in parse_stamped(text):
-        for line in block.splitlines():
-            r = parse_ss_line(line)
-            if r is None:
-                continue
-            flow = flow_of(r["local_port"], r["peer_port"])
-            if flow is None:
-                continue
-            r.update(t=round(stamp - t0, 6), flow=flow, host=host)
-            rows.append(r)
-    return rows
-
-
-def parse_tc(text: str, node: str, dev: str, direction: str, t0: float) -> list[dict]:
-    rows = []
-    for stamp, block in parse_stamped(text):
+    for stamp, dev, block in parse_stamped(text):
         try:
             qdiscs = json.loads(block or "[]")
         except ValueError:
             continue
         for q in qdiscs:
             rows.append({"t": round(stamp - t0, 6), "node": node, "dev": dev,
-                         "direction": direction, "kind": q.get("kind"), "handle": q.get("handle"),
+                         "direction": directions.get(dev), "kind": q.get("kind"),
+                         "handle": q.get("handle"),
                          "parent": "root" if q.get("root") else q.get("parent"),
                          "bytes": q.get("bytes"), "packets": q.get("packets"),
                          "drops": q.get("drops"), "overlimits": q.get("overlimits"),

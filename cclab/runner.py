@@ -300,14 +300,17 @@ class Run:
         senders = sorted({topo.endpoints(f.direction, f.pair)[0] for f in exp.flows})
         if m.ss:
             for h in senders:
-                self.popen(self.net.node(h), [sys.executable, "-m", "cclab.sampler", "--hz",
-                           f"{m.ss_hz:g}", "--out", str(self.raw / f"ss-{h}.txt"), "--"]
-                           + measure.ss(), f"ss sampler {h}", env=env)
+                self.popen(self.net.node(h), measure.socket_sampler(
+                    sys.executable, m.ss_hz, str(self.raw / f"ss-{h}.jsonl"), ports),
+                    f"socket sampler {h}", env=env)
         if m.qdisc:
+            by_node = {}
             for s in topo.shaped(exp.link):
-                self.popen(self.net.node(s.node), [sys.executable, "-m", "cclab.sampler", "--hz",
-                           f"{m.qdisc_hz:g}", "--out", str(self.raw / f"qdisc-{s.dev}.txt"), "--"]
-                           + measure.tc_stats(s.dev), f"qdisc sampler {s.dev}", env=env)
+                by_node.setdefault(s.node, []).append(s.dev)
+            for node, devs in by_node.items():
+                self.popen(self.net.node(node), measure.qdisc_sampler(
+                    sys.executable, m.qdisc_hz, str(self.raw / f"qdisc-{node}.txt"), devs),
+                    f"qdisc sampler {node}", env=env)
         if m.capture:
             for h in senders:
                 self.popen(self.net.node(h), measure.capture(topo.host_dev(h),
@@ -515,8 +518,8 @@ class Run:
                           "exit_code": proc.returncode if proc else None, **summ})
         flow_of = measure.flow_lookup(exp, local_ports)
         ss_rows = []
-        for path in sorted(self.raw.glob("ss-*.txt")):
-            ss_rows += measure.parse_ss(path.read_text(), path.stem[3:], t0, flow_of)
+        for path in sorted(self.raw.glob("ss-*.jsonl")):
+            ss_rows += measure.parse_sockets(path.read_text(), path.stem[3:], t0, flow_of)
         for fl in flows:
             ccs = {r.get("cca") for r in ss_rows if r["flow"] == fl["flow"] and r.get("cca")}
             fl["cca_ss"] = ",".join(sorted(ccs)) if ccs else None
@@ -524,10 +527,11 @@ class Run:
         if (self.raw / "tcp_probe.txt").exists():
             probe_rows = measure.parse_probe((self.raw / "tcp_probe.txt").read_text(), mono0, flow_of)
         qdisc_rows = []
-        for s in topo.shaped(exp.link):
-            p = self.raw / f"qdisc-{s.dev}.txt"
+        directions = {s.dev: s.direction for s in topo.shaped(exp.link)}
+        for node in sorted({s.node for s in topo.shaped(exp.link)}):
+            p = self.raw / f"qdisc-{node}.txt"
             if p.exists():
-                qdisc_rows += measure.parse_tc(p.read_text(), s.node, s.dev, s.direction, t0)
+                qdisc_rows += measure.parse_tc(p.read_text(), node, directions, t0)
         ping_rows = []
         for p in sorted(self.raw.glob("ping-*.txt")):
             ping_rows += measure.parse_ping(p.read_text(), topo.client(1), topo.server(1), t0,

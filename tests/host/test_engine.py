@@ -1,13 +1,15 @@
 """Engine pieces that need no network: traces, measurement parsers, results, CLI."""
 import json
 import os
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from cclab import measure, results, traces
+from cclab import measure, results, sockdiag, traces
 from cclab.spec import Experiment, Flow
 from cclab.units import SpecError
 
@@ -58,31 +60,48 @@ def test_trace_cli(tmp_path):
 
 # ---------------------------------------------------------------- parsers
 
-SS = ("ESTAB 0 1448 10.0.1.2:40022 10.1.1.2:5201 bbr wscale:7,7 rto:220 rtt:20.5/1.25 ato:40 "
-      "mss:1448 pmtu:1500 rcvmss:536 advmss:1448 cwnd:42 ssthresh:30 bytes_sent:100 "
-      "bytes_retrans:2896 bytes_acked:900 segs_out:80 segs_in:40 data_segs_out:79 "
-      "bbr:(bw:9.5Mbps,mrtt:20.1,pacing_gain:1.25,cwnd_gain:2) send 23.7Mbps lastsnd:4 "
-      "pacing_rate 11.8Mbps delivery_rate 9.4Mbps delivered:60 app_limited busy:100ms "
-      "unacked:12 retrans:1/2 lost:1 rcv_space:14480 minrtt:20.01")
+def test_sockdiag_reads_what_ss_shows():
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen()
+    port = srv.getsockname()[1]
+    c = socket.socket()
+    c.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, b"reno")
+    c.connect(("127.0.0.1", port))
+    a, _ = srv.accept()
+    try:
+        c.sendall(b"x" * 100000)
+        a.recv(65536)
+        time.sleep(0.05)
+        (mine,) = [s for s in sockdiag.dump() if s["peer_port"] == port]
+        r = sockdiag.row(mine)
+        assert r["cca"] == "reno" and r["local_port"] == c.getsockname()[1]
+        assert r["cwnd"] >= 10 and r["bytes_acked"] > 0 and r["mss"] > 0
+        assert r["rtt_ms"] > 0 and r["ssthresh"] is None      # still in slow start
+        ss = subprocess.run(["ss", "-tinHO", f"dport = :{port}"], capture_output=True, text=True)
+        if ss.returncode == 0 and ss.stdout:
+            assert f"cwnd:{r['cwnd']}" in ss.stdout and " reno " in ss.stdout
+    finally:
+        for s in (a, c, srv):
+            s.close()
 
 
-def test_parse_ss_line():
-    r = measure.parse_ss_line(SS)
-    assert r["cca"] == "bbr" and r["cwnd"] == 42 and r["ssthresh"] == 30
-    assert r["rtt_ms"] == 20.5 and r["rttvar_ms"] == 1.25 and r["min_rtt_ms"] == 20.01
-    assert r["pacing_rate_bps"] == 11.8e6 and r["delivery_rate_bps"] == 9.4e6
-    assert r["retrans"] == 1 and r["retrans_total"] == 2 and r["bytes_retrans"] == 2896
-    assert r["module_info"] == "bbr:(bw:9.5Mbps,mrtt:20.1,pacing_gain:1.25,cwnd_gain:2)"
-    assert r["app_limited"] == 1 and r["local_port"] == 40022 and r["peer_port"] == 5201
-    cubic = measure.parse_ss_line("ESTAB 0 0 10.0.1.2:1 10.1.1.2:5201 ts sack cubic wscale:7,7 cwnd:10")
-    assert cubic["cca"] == "cubic"
+def test_sockdiag_module_info_like_ss():
+    import struct
+    data = struct.pack("=IIIII", 1_187_500, 0, 20100, 739, 512)
+    assert sockdiag.module_info(sockdiag.INET_DIAG_BBRINFO, data) == \
+        "bbr:(bw:9.500Mbps,mrtt:20.100,pacing_gain:2.8867,cwnd_gain:2)"
 
 
-def test_parse_ss_keeps_only_the_flows_data_sockets():
-    text = f"@100.0\n{SS}\n{SS.replace(':40022', ':40020')}\n@100.05\n{SS}\n"
+def test_parse_sockets_keeps_only_the_flows_data_sockets():
+    row = {"local_port": 40022, "peer_port": 5201, "cca": "bbr", "cwnd": 42}
+    ctl = dict(row, local_port=40020)
+    text = (json.dumps({"t": 100.0, "s": [row, ctl]}) + "\n" + json.dumps({"t": 100.05, "s": [row]})
+            + "\n{\"t\": 100.1, \"s\": [")                   # cut short by the end of the run
     e = Experiment(name="t", profile="wired", flows=[Flow(cca="bbr")])
-    rows = measure.parse_ss(text, "cc-s1", 99.0, measure.flow_lookup(e, {1: [40022]}))
+    rows = measure.parse_sockets(text, "cc-s1", 99.0, measure.flow_lookup(e, {1: [40022]}))
     assert [r["t"] for r in rows] == [1.0, 1.05] and {r["flow"] for r in rows} == {1}
+    assert rows[0]["host"] == "cc-s1" and rows[0]["cwnd"] == 42
 
 
 def test_parse_tc():
@@ -90,9 +109,10 @@ def test_parse_tc():
                          "drops": 0, "overlimits": 3, "requeues": 0, "backlog": 0, "qlen": 0},
                         {"kind": "netem", "handle": "10:", "parent": "1:1", "bytes": 9000,
                          "packets": 6, "drops": 2, "backlog": 3000, "qlen": 2}])
-    rows = measure.parse_tc(f"@10.5\n{block}\n", "cc-r1", "cc-r1-core", "down", 10.0)
+    rows = measure.parse_tc(f"@10.5 cc-r1-core\n{block}\n", "cc-r1", {"cc-r1-core": "down"}, 10.0)
     assert rows[1]["t"] == 0.5 and rows[1]["backlog_packets"] == 2 and rows[1]["drops"] == 2
-    assert rows[0]["parent"] == "root"
+    assert rows[0]["parent"] == "root" and rows[0]["dev"] == "cc-r1-core"
+    assert rows[0]["direction"] == "down"
 
 
 def test_parse_ping():

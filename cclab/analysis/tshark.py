@@ -1,0 +1,86 @@
+"""tshark captures as DataFrames (for time-sequence graphs and capture-based spacing).
+
+    argv = tshark.command("raw/capture-cc-s1.pcap")     # run it, then:
+    cap = tshark.parse(stdout)                           # or tshark.read(pcap) does both
+
+Columns: time (s, relative to the first packet), epoch, src, dst, sport, dport, stream, seq,
+ack (relative numbers), len (payload bytes), retrans (bool: tcp.analysis.retransmission or
+fast_retransmission), ack_rtt (s), in_flight (bytes).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import numpy as np
+import pandas as pd
+
+FIELDS = ["frame.time_relative", "frame.time_epoch", "ip.src", "ip.dst", "tcp.srcport",
+          "tcp.dstport", "tcp.stream", "tcp.seq", "tcp.ack", "tcp.len",
+          "tcp.analysis.retransmission", "tcp.analysis.fast_retransmission",
+          "tcp.analysis.ack_rtt", "tcp.analysis.bytes_in_flight"]
+COLUMNS = {"frame.time_relative": "time", "frame.time_epoch": "epoch", "ip.src": "src",
+           "ip.dst": "dst", "tcp.srcport": "sport", "tcp.dstport": "dport", "tcp.stream": "stream",
+           "tcp.seq": "seq", "tcp.ack": "ack", "tcp.len": "len",
+           "tcp.analysis.retransmission": "retransmission",
+           "tcp.analysis.fast_retransmission": "fast_retransmission",
+           "tcp.analysis.ack_rtt": "ack_rtt", "tcp.analysis.bytes_in_flight": "in_flight"}
+NUMERIC = ("time", "epoch", "sport", "dport", "stream", "seq", "ack", "len", "ack_rtt", "in_flight")
+
+
+def command(pcap, fields=FIELDS, display_filter: str = "tcp") -> list[str]:
+    argv = ["tshark", "-r", str(pcap), "-n", "-T", "fields", "-E", "separator=/t",
+            "-E", "header=y", "-E", "occurrence=f",
+            "-o", "tcp.relative_sequence_numbers:TRUE", "-o", "tcp.analyze_sequence_numbers:TRUE"]
+    if display_filter:
+        argv += ["-Y", display_filter]
+    for f in fields:
+        argv += ["-e", f]
+    return argv
+
+
+def parse(text: str, fields=None) -> pd.DataFrame:
+    """tshark -T fields output (tab separated; with a header line, or in the order `fields`)."""
+    lines = [l for l in text.splitlines() if l.strip()]
+    if lines and lines[0].split("\t")[0] in COLUMNS:
+        header, lines = lines[0].split("\t"), lines[1:]
+    else:
+        header = list(fields or FIELDS)
+    rows = []
+    for l in lines:
+        parts = l.split("\t")
+        parts += [""] * (len(header) - len(parts))
+        rows.append([p.split(",")[0] for p in parts[:len(header)]])
+    df = pd.DataFrame(rows, columns=[COLUMNS.get(h, h) for h in header])
+    for c in NUMERIC:
+        if c in df:
+            df[c] = pd.to_numeric(df[c].replace("", np.nan), errors="coerce")
+    flags = [c for c in ("retransmission", "fast_retransmission") if c in df]
+    df["retrans"] = False
+    for c in flags:
+        df["retrans"] |= df[c].fillna("").astype(str).str.len() > 0
+        df = df.drop(columns=c)
+    if "len" in df:
+        df["len"] = df["len"].fillna(0)
+    return df
+
+
+def read(pcap, display_filter: str = "tcp") -> pd.DataFrame:
+    if shutil.which("tshark") is None:
+        raise RuntimeError("tshark is not installed (the lab VM has it)")
+    r = subprocess.run(command(pcap, display_filter=display_filter), capture_output=True,
+                       text=True, check=True)
+    return parse(r.stdout)
+
+
+def sender_side(cap: pd.DataFrame, stream=None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(data segments, ACKs) of one TCP stream (the busiest if not given): data is what the
+    side that sent the most payload sent; ACKs are what the other side sent."""
+    if stream is None and "stream" in cap and cap["stream"].notna().any():
+        stream = cap.groupby("stream")["len"].sum().idxmax()
+    s = cap[cap["stream"] == stream] if stream is not None else cap
+    by = s.groupby(["src", "sport"])["len"].sum()
+    src, sport = by.idxmax()
+    mine = (s["src"] == src) & (s["sport"] == sport)
+    return s[mine & (s["len"] > 0)], s[~mine]

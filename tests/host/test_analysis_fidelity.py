@@ -1,0 +1,69 @@
+"""The fidelity verdict on synthetic runs: trustworthy, and each way of being untrustworthy."""
+
+import json
+
+import pytest
+
+from cclab.analysis import data, fidelity, synthetic
+
+
+def verdict(tmp_path, **kw):
+    d = synthetic.make_run(tmp_path / "r", ccas=("cubic", "bbr"), **kw)
+    return d, fidelity.verdict(d)
+
+
+def by_name(v):
+    return {c["name"]: c for c in v["checks"]}
+
+
+def test_normal_run_is_trustworthy(tmp_path):
+    _, v = verdict(tmp_path)
+    assert v["ok"] is True, v["reasons"]
+    assert not v["failed"] and not v["unknown"]
+    names = set(by_name(v))
+    assert {"rate_ceiling", "rate_backlogged", "link_limited", "idle_rtt", "cpu_headroom",
+            "queue_within_buffer", "packet_spacing", "run_complete"} <= names
+    for c in v["checks"]:
+        assert set(c) >= {"name", "ok", "measured", "expected", "reason"}
+
+
+@pytest.mark.parametrize("kw,failed", [
+    ({"achieved": 0.7}, "rate_backlogged"),          # emulator cannot serve its queue
+    ({"over": 1.3}, "rate_ceiling"),                 # limiter leaks
+    ({"idle_rtt_extra_ms": 10.0}, "idle_rtt"),       # processing delay
+    ({"cpu_busy": 0.99}, "cpu_headroom"),            # CPU hog
+    ({"queue_pkts": 60}, "queue_within_buffer"),     # queue beyond the buffer
+    ({"status": "incomplete"}, "run_complete"),
+])
+def test_untrustworthy_runs_fail_with_the_right_reason(tmp_path, kw, failed):
+    _, v = verdict(tmp_path, **kw)
+    assert v["ok"] is False
+    assert failed in v["failed"]
+    assert any(r.startswith(failed) for r in v["reasons"])
+
+
+def test_cpu_not_measured_is_unknown_not_ok(tmp_path):
+    _, v = verdict(tmp_path, cpu_busy=None)
+    c = by_name(v)["cpu_headroom"]
+    assert c["ok"] is None and "not measured" in c["reason"] and "cpu.csv" in c["reason"]
+    assert "cpu_headroom" in v["unknown"]
+    assert v["ok"] is True          # other checks decide
+
+
+def test_no_rate_evidence_is_not_ok(tmp_path):
+    d = synthetic.make_run(tmp_path / "r", ccas=("cubic",))
+    for t in ("qdisc", "iperf"):
+        (d / f"{t}.csv").unlink()
+    v = fidelity.verdict(d)
+    assert v["ok"] is False and "no rate check" in v["reasons"][-1]
+
+
+def test_write_verdict_into_manifest_atomically(tmp_path):
+    d, _ = verdict(tmp_path, achieved=0.7)
+    before = json.loads((d / "manifest.json").read_text())
+    v = fidelity.write_verdict(d)
+    m = json.loads((d / "manifest.json").read_text())
+    assert m["fidelity"]["ok"] is False and m["fidelity"]["checks"] == json.loads(json.dumps(v["checks"]))
+    assert {k: m[k] for k in before} == before          # nothing else changed
+    assert not list(d.glob(".manifest.json.*"))         # no temporary file left
+    assert data.RunData(d).trusted is False

@@ -1,0 +1,114 @@
+"""Every plot writes a non-empty image from a small fixture; untrustworthy runs are marked."""
+
+import pandas as pd
+import pytest
+
+from cclab.analysis import data, events, fidelity, plots, synthetic, tshark
+
+CCAS = ("cubic", "bbr", "search", "spline")
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("plots")
+    dirs = [synthetic.make_run(root / "e" / f"r{i}", experiment="e", repetition=i, seed=i,
+                               ccas=CCAS, duration=2.0, achieved=a)
+            for i, a in enumerate((1.0, 0.98, 0.6), 1)]
+    for d in dirs:
+        fidelity.write_verdict(d)
+    return data.load_runs(root)
+
+
+CAPTURE = "\t".join(tshark.FIELDS) + "\n" + "".join(
+    f"{0.01 * i:.3f}\t{100 + 0.01 * i:.3f}\t10.0.1.2\t10.1.1.2\t40000\t5201\t0\t{1 + 1448 * i}\t1\t1448\t"
+    f"{'1' if i == 7 else ''}\t\t\t{1448 * 3}\n"
+    f"{0.01 * i + 0.005:.3f}\t{100 + 0.01 * i + 0.005:.3f}\t10.1.1.2\t10.0.1.2\t5201\t40000\t0\t1\t"
+    f"{1 + 1448 * (i + 1)}\t0\t\t\t0.02\t\n" for i in range(30))
+
+
+def check(fig, tmp_path, name):
+    for suffix in (".png", ".svg"):
+        p = tmp_path / f"{name}{suffix}"
+        plots.save(fig, p)
+        assert p.stat().st_size > 1000
+    texts = " ".join(t.get_text() for t in fig.texts)
+    return texts
+
+
+def test_runs_have_mixed_verdicts(runs):
+    assert [r.trusted for r in runs] == [True, True, False]
+
+
+@pytest.mark.parametrize("name,make", [
+    ("timeseries", lambda rs: plots.timeseries(rs)),
+    ("throughput_delay", lambda rs: plots.throughput_delay(rs)),
+    ("cdf_rtt", lambda rs: plots.cdf(rs, "rtt")),
+    ("cdf_qdelay", lambda rs: plots.cdf(rs, "qdelay")),
+    ("cdf_tput", lambda rs: plots.cdf(rs, "throughput")),
+    ("bars", lambda rs: plots.bars(rs)),
+    ("download_times", lambda rs: plots.download_times(rs)),
+    ("norm_diff", lambda rs: plots.norm_diff(rs)),
+    ("spline_modes", lambda rs: plots.spline_modes(rs)),
+    ("time_sequence", lambda rs: plots.time_sequence(tshark.parse(CAPTURE), rs[-1])),
+])
+def test_plot_writes_image_with_provenance_and_marks(runs, tmp_path, name, make):
+    fig = make(runs)
+    texts = check(fig, tmp_path, name)
+    assert "kernel 6.1.0-synthetic-amd64" in texts and "kit 0123456789" in texts
+    assert "UNTRUSTWORTHY" in texts              # the third run is marked on every figure
+    plots.plt.close(fig)
+
+
+def test_trusted_only_has_no_mark(runs, tmp_path):
+    fig = plots.timeseries(runs[:1])
+    assert "UNTRUSTWORTHY" not in check(fig, tmp_path, "ok")
+
+
+def test_fct_plot(tmp_path):
+    dirs = [synthetic.make_run(tmp_path / f"r{s}", ccas=("cubic", "bbr"), bytes_requested=[s, s],
+                               repetition=i) for i, s in enumerate((200_000, 1_000_000), 1)]
+    fig = plots.fct_vs_size(dirs)
+    assert "fidelity not checked" in check(fig, tmp_path, "fct")
+
+
+def test_module_plots_from_frames(tmp_path):
+    nd = pd.DataFrame({"t": [0.1, 0.2, 0.3, 0.4], "flow": 1, "norm_diff": [0.0, 0.1, 0.3, 0.4]})
+    ex = pd.DataFrame({"t": [0.4], "flow": [1], "norm_diff": [0.4], "reason": ["search"]})
+    check(plots.norm_diff(nd, ex), tmp_path, "nd")
+    modes = pd.DataFrame({"t": [0, 1, 2, 3], "flow": 1, "mode": [1, 2, 4, 2]})
+    check(plots.spline_modes(modes), tmp_path, "modes")
+
+
+def test_events_from_ss_and_trace(runs):
+    nd = events.search_norm_diff(runs[0])
+    assert len(nd) and nd["norm_diff"].max() <= 0.5
+    ex = events.search_exits(runs[0])
+    assert ex["norm_diff"].iloc[0] == pytest.approx(0.362)
+    modes = events.spline_modes(runs[0])
+    assert set(modes["mode"]) <= set(events.SPLINE_MODES.values()) and "START_PROBE" in set(modes["mode"])
+    text = ("  iperf3-1 [001] ..s1. 105.250000: search_exit: sport=40000 dport=5201 reason=search "
+            "cwnd=80 norm_diff=362 elapsed_us=60000 bin_us=7000\n"
+            "  iperf3-1 [000] ..s1. 106.000000: spline_mode: sport=40001 dport=5202 old=START_PROBE "
+            "new=PROBE_BW cwnd=40 bw=100 min_rtt_us=20000 fairness=3\n")
+    p = events.parse_trace(text, t0=100.0)
+    assert p["search"].iloc[0]["t"] == pytest.approx(5.25) and p["search"].iloc[0]["norm_diff"] == 362
+    assert p["spline"].iloc[0]["new"] == "PROBE_BW"
+    assert events.attach_flows(p["spline"], runs[0])["flow"].iloc[0] == 2
+
+
+def test_bbr_info_parser():
+    i = events.parse_bbr_info("bbr:(bw:1.5Mbps,mrtt:20.1,pacing_gain:0.35,cwnd_gain:1)")
+    assert i == {"bw_bps": 1.5e6, "mrtt_ms": 20.1, "pacing_gain": 0.35, "cwnd_gain": 1.0}
+    assert events.parse_bbr_info("bbr:(bw:0bps,mrtt:20)")["pacing_gain"] == 0.0
+
+
+def test_tshark_parser():
+    cap = tshark.parse(CAPTURE)
+    assert len(cap) == 60 and cap["retrans"].sum() == 1
+    data_, acks = tshark.sender_side(cap)
+    assert len(data_) == 30 and len(acks) == 30
+    assert cap["ack_rtt"].notna().sum() == 30
+    # without a header line, fields in the given order
+    short = tshark.parse("0.5\t10\t1448\t\n", fields=["frame.time_relative", "tcp.seq", "tcp.len",
+                                                      "tcp.analysis.retransmission"])
+    assert short.iloc[0]["seq"] == 10 and not short.iloc[0]["retrans"]
