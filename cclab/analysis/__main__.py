@@ -22,6 +22,7 @@ def main(argv=None) -> int:
     r.add_argument("paths", nargs="+")
     r.add_argument("-o", "--out", default="reports")
     r.add_argument("--html", action="store_true")
+    r.add_argument("--svg", action="store_true", help="also save every figure as SVG")
     r.add_argument("--no-verdict", action="store_true", help="do not check unchecked runs")
     m = sub.add_parser("metrics", help="metrics as CSV on stdout")
     m.add_argument("paths", nargs="+")
@@ -48,7 +49,7 @@ def main(argv=None) -> int:
             print(json.dumps(out, indent=2, default=str))
         return 2 if (a.strict and bad) else 0
     if a.cmd == "report":
-        for p in report.build(runs, a.out, html=a.html, check=not a.no_verdict):
+        for p in report.build(runs, a.out, html=a.html, check=not a.no_verdict, svg=a.svg):
             print(p)
         return 0
     if a.per == "flow":

@@ -41,6 +41,7 @@ class RunData:
         self.path = Path(path)
         self.manifest = results.read_manifest(self.path)
         self._tables: dict[str, pd.DataFrame] = {}
+        self.cache: dict = {}           # derived frames (metrics), dropped when a table changes
 
     # ------------------------------------------------------------ tables
     def table(self, name: str) -> pd.DataFrame:
@@ -57,6 +58,7 @@ class RunData:
     def set_table(self, name: str, df: pd.DataFrame) -> None:
         """Attach a table computed elsewhere (e.g. a parsed capture) for this session only."""
         self._tables[name] = df
+        self.cache.clear()
 
     # ------------------------------------------------------------ identity
     @property

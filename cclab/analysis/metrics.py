@@ -204,6 +204,14 @@ def slow_start_exit(cw: pd.DataFrame) -> dict:
 
 def flow_metrics(run: RunData) -> pd.DataFrame:
     """One row per flow; see the module docstring for the columns."""
+    if "flow_metrics" not in run.cache:
+        run.cache["flow_metrics"] = _flow_metrics(run)
+    out = run.cache["flow_metrics"].copy()
+    out["trusted"] = run.trusted
+    return out
+
+
+def _flow_metrics(run: RunData) -> pd.DataFrame:
     fl = flow_info(run)
     flows = list(fl.index) if len(fl) else sorted(run.table("iperf").get("flow", pd.Series()).dropna().unique())
     rtt = rtt_samples(run)

@@ -80,7 +80,7 @@ def check_table(run: RunData) -> pd.DataFrame:
                           "reason": c.get("reason")} for c in v.get("checks", [])])
 
 
-def figures(runs, out: Path) -> list[tuple[str, Path]]:
+def figures(runs, out: Path, formats=("png",)) -> list[tuple[str, Path]]:
     """Make every figure that the runs have data for; returns (title, file)."""
     figs = []
 
@@ -91,8 +91,8 @@ def figures(runs, out: Path) -> list[tuple[str, Path]]:
             figs.append((f"{title} (failed: {type(e).__name__}: {e})", None))
             return
         p = out / f"{name}.png"
-        fig.savefig(p, dpi=110)
-        fig.savefig(out / f"{name}.svg")
+        for fmt in formats:
+            fig.savefig(out / f"{name}.{fmt}", dpi=110)
         plt.close(fig)
         figs.append((title, p))
 
@@ -114,8 +114,10 @@ def figures(runs, out: Path) -> list[tuple[str, Path]]:
     return figs
 
 
-def build(runs, out, html: bool = False, check: bool = True, write_verdicts: bool = True) -> list[Path]:
-    """One report per experiment among `runs`; returns the report files."""
+def build(runs, out, html: bool = False, check: bool = True, write_verdicts: bool = True,
+          svg: bool = False) -> list[Path]:
+    """One report per experiment among `runs`; returns the report files.  Figures are PNG
+    (embedded in the report), and also SVG with svg=True."""
     runs = as_runs(runs)
     out = Path(out)
     by_exp: dict[str, list[RunData]] = {}
@@ -128,7 +130,7 @@ def build(runs, out, html: bool = False, check: bool = True, write_verdicts: boo
     for exp, rs in by_exp.items():
         d = out / exp
         d.mkdir(parents=True, exist_ok=True)
-        figs = figures(rs, d)
+        figs = figures(rs, d, ("png", "svg") if svg else ("png",))
         md = [f"# Experiment `{exp}`\n",
               f"{len(rs)} run(s); {sum(r.trusted is True for r in rs)} trustworthy, "
               f"{sum(r.trusted is False for r in rs)} untrustworthy, "
@@ -145,10 +147,7 @@ def build(runs, out, html: bool = False, check: bool = True, write_verdicts: boo
                md_table(summary_table(rs)),
                "\n## Per run\n", md_table(metrics.run_table(rs).drop(columns=["experiment"], errors="ignore")),
                "\n## Per flow\n",
-               md_table(metrics.flow_table(rs)[["run", "flow", "cca", "goodput_bps", "utilisation",
-                                                "rtt_p50_ms", "rtt_p95_ms", "rtt_p99_ms", "qdelay_p95_ms",
-                                                "retransmits", "ss_exit_s", "ss_exit_cwnd", "ss_overshoot",
-                                                "fct_s"]] if len(metrics.flow_table(rs)) else pd.DataFrame()),
+               md_table(_flow_columns(metrics.flow_table(rs))),
                "\n## Figures\n"]
         for title, p in figs:
             md.append(f"### {title}\n")
@@ -170,6 +169,13 @@ def build(runs, out, html: bool = False, check: bool = True, write_verdicts: boo
             hp.write_text(to_html(text, exp))
             written.append(hp)
     return written
+
+
+def _flow_columns(ft: pd.DataFrame) -> pd.DataFrame:
+    cols = ["run", "flow", "cca", "goodput_bps", "utilisation", "rtt_p50_ms", "rtt_p95_ms",
+            "rtt_p99_ms", "qdelay_p95_ms", "retransmits", "ss_exit_s", "ss_exit_cwnd",
+            "ss_overshoot", "fct_s"]
+    return ft[[c for c in cols if c in ft]] if len(ft) else ft
 
 
 def to_html(md: str, title: str) -> str:

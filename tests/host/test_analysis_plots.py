@@ -26,8 +26,8 @@ CAPTURE = "\t".join(tshark.FIELDS) + "\n" + "".join(
     f"{1 + 1448 * (i + 1)}\t0\t\t\t0.02\t\n" for i in range(30))
 
 
-def check(fig, tmp_path, name):
-    for suffix in (".png", ".svg"):
+def check(fig, tmp_path, name, svg=False):
+    for suffix in (".png", ".svg") if svg else (".png",):
         p = tmp_path / f"{name}{suffix}"
         plots.save(fig, p)
         assert p.stat().st_size > 1000
@@ -61,7 +61,7 @@ def test_plot_writes_image_with_provenance_and_marks(runs, tmp_path, name, make)
 
 def test_trusted_only_has_no_mark(runs, tmp_path):
     fig = plots.timeseries(runs[:1])
-    assert "UNTRUSTWORTHY" not in check(fig, tmp_path, "ok")
+    assert "UNTRUSTWORTHY" not in check(fig, tmp_path, "ok", svg=True)
 
 
 def test_fct_plot(tmp_path):
