@@ -53,6 +53,16 @@ def mss_of(run: RunData, flow) -> float:
     return DEFAULT_MSS
 
 
+def iperf_side(run: RunData, side: str) -> pd.DataFrame:
+    """iperf.csv rows of one side ("sender": cwnd, RTT, retransmits; "receiver": what arrived).
+    Falls back to the other side's rows if a side is missing (older runs have only the sender)."""
+    ip = run.table("iperf")
+    if not len(ip) or "side" not in ip:
+        return ip
+    mine = ip[ip["side"] == side]
+    return mine if len(mine) else ip[ip["side"] != side]
+
+
 def rtt_samples(run: RunData) -> pd.DataFrame:
     """RTT samples: columns t, flow, rtt_ms, min_rtt_ms, source (ss, probe or iperf)."""
     ss = run.table("ss")
@@ -67,7 +77,7 @@ def rtt_samples(run: RunData) -> pd.DataFrame:
                           "rtt_ms": _num(pr, "srtt_us") / 1000.0, "min_rtt_ms": np.nan})
         d["source"] = "probe"
         return d.dropna(subset=["rtt_ms"])
-    ip = run.table("iperf")
+    ip = iperf_side(run, "sender")
     d = pd.DataFrame({"t": _num(ip, "t_end"), "flow": ip.get("flow", pd.Series(dtype=float)),
                       "rtt_ms": _num(ip, "rtt_us") / 1000.0, "min_rtt_ms": np.nan})
     d["source"] = "iperf"
@@ -75,8 +85,9 @@ def rtt_samples(run: RunData) -> pd.DataFrame:
 
 
 def throughput_series(run: RunData) -> pd.DataFrame:
-    """Goodput per flow and iperf3 interval: columns t (interval end), t_start, t_end, flow, bps."""
-    ip = run.table("iperf")
+    """Goodput per flow and iperf3 interval: columns t (interval end), t_start, t_end, flow, bps.
+    From the receiver's intervals when recorded (bytes delivered), else the sender's."""
+    ip = iperf_side(run, "receiver")
     if not len(ip):
         return pd.DataFrame(columns=["t", "t_start", "t_end", "flow", "bps"])
     d = pd.DataFrame({"flow": ip["flow"], "t_start": _num(ip, "t_start"), "t_end": _num(ip, "t_end"),
@@ -105,7 +116,7 @@ def cwnd_series(run: RunData) -> pd.DataFrame:
                               "cwnd": _num(ss, "cwnd"), "ssthresh": _num(ss, "ssthresh")})
             d["source"] = "ss"
         else:
-            ip = run.table("iperf")
+            ip = iperf_side(run, "sender")
             d = pd.DataFrame({"t": _num(ip, "t_end"), "flow": ip.get("flow", pd.Series(dtype=float)),
                               "port": _num(ip, "stream"), "cwnd": np.nan, "ssthresh": np.nan})
             d["cwnd_bytes"] = _num(ip, "snd_cwnd")

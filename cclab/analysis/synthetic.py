@@ -70,6 +70,16 @@ def make_run(path, experiment: str = "synthetic", repetition: int = 1, ccas=("cu
         share_bps = shares[i] * rate * achieved * MSS / WIRE
         size = None if bytes_requested is None else bytes_requested[i]
         dur = duration if size is None else size * 8 / share_bps + rtt
+        tx = t_first_ack + ss_exit[i]
+        cw_exit = 10 * 2 ** (ss_exit[i] / rtt)
+
+        def cwnd(tt, tx=tx, cw_exit=cw_exit):
+            if tt < tx:
+                return 10 * 2 ** ((tt - t_first_ack) / rtt)
+            base = 0.7 * cw_exit
+            period = 0.3 * cw_exit * rtt        # +1 packet per RTT back to the peak
+            return base + ((tt - tx) % period) / rtt
+
         # iperf3 intervals
         t = 0.0
         total = 0
@@ -77,10 +87,13 @@ def make_run(path, experiment: str = "synthetic", repetition: int = 1, ccas=("cu
             e = min(dur, t + step)
             b = int(share_bps * (e - t) / 8)
             total += b
-            iperf.append({"flow": f, "stream": 5, "t_start": round(t, 6), "t_end": round(e, 6),
-                          "bytes": b, "bits_per_second": b * 8 / (e - t),
-                          "retransmits": 0, "snd_cwnd": 0, "rtt_us": int((rtt + qdelay) * 1e6),
-                          "rttvar_us": 500})
+            for side in ("sender", "receiver"):
+                iperf.append({"flow": f, "side": side, "stream": 5, "t_start": round(t, 6),
+                              "t_end": round(e, 6), "bytes": b, "bits_per_second": b * 8 / (e - t),
+                              "retransmits": 0 if side == "sender" else None,
+                              "snd_cwnd": int(cwnd(e) * MSS) if side == "sender" else None,
+                              "rtt_us": int((rtt + qdelay) * 1e6) if side == "sender" else None,
+                              "rttvar_us": 500 if side == "sender" else None})
             t = e
         flows.append({"flow": f, "cca": cca, "direction": "down", "pair": 1, "sender": "cc-s1",
                       "receiver": "cc-c1", "port": port, "protocol": "tcp", "streams": 1,
@@ -90,17 +103,6 @@ def make_run(path, experiment: str = "synthetic", repetition: int = 1, ccas=("cu
                       "received_bytes": total, "throughput_bps": total * 8 / dur,
                       "retransmits": retransmits, "mean_rtt_us": int((rtt + qdelay) * 1e6),
                       "min_rtt_us": int(rtt * 1e6), "exit_code": 0})
-
-        # cwnd model (packets) at time t
-        tx = t_first_ack + ss_exit[i]
-        cw_exit = 10 * 2 ** (ss_exit[i] / rtt)
-
-        def cwnd(tt):
-            if tt < tx:
-                return 10 * 2 ** ((tt - t_first_ack) / rtt)
-            base = 0.7 * cw_exit
-            period = 0.3 * cw_exit * rtt        # +1 packet per RTT back to the peak
-            return base + ((tt - tx) % period) / rtt
 
         def acked(tt):
             return share_bps / 8 * max(0.0, tt - t_first_ack)
