@@ -1,0 +1,64 @@
+"""The fidelity verdict on real runs in the lab VM (as root): a normal run is trustworthy;
+runs made untrustworthy on purpose -- a rate far beyond what the TCG guest sustains, a CPU hog
+beside a normal run -- are not, for the right reason.
+
+CPU load is recorded beside the runner with cclab.analysis.cpu.CpuSampler (the engine does
+not record it), so the CPU-headroom check is measured here.
+"""
+import os
+import signal
+import subprocess
+import sys
+
+from cclab import results, runner
+from cclab.analysis import cpu, fidelity
+from cclab.spec import Experiment, Flow, Measure
+
+
+def run(tmp_path, name, rate="20mbit", duration=8, hogs=0):
+    e = Experiment(name=name, profile="wired",
+                   override={"down": {"rate": rate}, "up": {"rate": rate}},
+                   flows=[Flow(cca="cubic", start=2, duration=duration)],
+                   measure=Measure(ping_interval=0.1), tail=0.5)
+    procs = []
+    try:
+        for _ in range(hogs):
+            procs.append(subprocess.Popen([sys.executable, "-c", "while True: pass"]))
+        with cpu.CpuSampler(hz=10) as sampler:
+            (d,) = runner.run(e, out=tmp_path)
+        sampler.write(d)
+    finally:
+        for p in procs:
+            os.kill(p.pid, signal.SIGKILL)
+            p.wait()
+    man = results.read_manifest(d)
+    assert man["status"] == "complete", man["error"]
+    v = fidelity.write_verdict(d)
+    assert results.read_manifest(d)["fidelity"]["ok"] == v["ok"]
+    return d, v
+
+
+def explain(v):
+    return "\n".join(f"{c['name']}: {c['ok']} {c['reason']}" for c in v["checks"])
+
+
+def test_normal_run_is_trustworthy(tmp_path):
+    _, v = run(tmp_path, "fidelity-normal")
+    assert v["ok"] is True, explain(v)
+    names = {c["name"]: c for c in v["checks"]}
+    for must in ("rate_ceiling", "idle_rtt", "cpu_headroom", "link_limited"):
+        assert names[must]["ok"] is True, explain(v)
+
+
+def test_rate_beyond_the_guest_is_untrustworthy(tmp_path):
+    _, v = run(tmp_path, "fidelity-too-fast", rate="5gbit", duration=6)
+    assert v["ok"] is False, explain(v)
+    # the link was not the bottleneck: the flow could not fill it, or the CPU was saturated
+    assert {"link_limited", "cpu_headroom", "rate_backlogged"} & set(v["failed"]), explain(v)
+    assert "rate_ceiling" not in v["failed"], explain(v)
+
+
+def test_cpu_hog_is_untrustworthy(tmp_path):
+    _, v = run(tmp_path, "fidelity-cpu-hog", hogs=os.cpu_count() or 2)
+    assert v["ok"] is False, explain(v)
+    assert "cpu_headroom" in v["failed"], explain(v)
