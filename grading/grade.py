@@ -1,0 +1,406 @@
+"""Grade a folder of submissions without re-running any experiment.
+
+    python3 grading/grade.py SUBMISSIONS --autograder dist/lab1/autograder/lab1-autograder_*.zip \
+        --out graded/lab1 [--jobs 2] [--timeout 120] [--memory-mb 3072] [--user nobody]
+
+SUBMISSIONS holds one entry per student: a folder with the notebook and its `submission/<lab>/`
+results, or the zip `grader.export()` made.  The entry's name is the student's id.  Writes
+    OUT/gradebook.csv        student, score, possible, percent, status, reason, one column per test
+    OUT/canvas.csv           Student, ID, SIS User ID, Section, "<lab> (autograded)" -- Canvas import
+    OUT/gradescope.csv       SID, Name, Email, Score -- Gradescope's "upload scores" CSV
+    OUT/feedback/<id>.txt    each test's result and message, for the student
+
+Two engines grade with the autograder's otter test files (public and hidden): `--engine fast`
+(default; grading/fastgrade.py: a forked child per submission, start-up costs paid once, ~1 s a
+submission) and `--engine otter` (otter's own local runner, `otter run`, in a subprocess, ~7 s).  The notebook re-loads its saved results because the
+environment says CCLAB_REPLAY=1; nothing touches the network or the kernel's qdiscs.
+
+Why not otter's docker mode: there is no container engine on the grading machines (or in CI).
+Instead each submission's process (tree) runs, in both engines,
+  * as an unprivileged user (setpriv --reuid/--regid --clear-groups, when we are root), in a
+    scratch folder only it can write to, with HOME there, so a submission cannot read other
+    submissions, the instructor's files or the gradebook;
+  * with RLIMIT_AS (address space, so an unbounded allocation fails with MemoryError instead of
+    pushing the machine into swap), RLIMIT_NPROC, RLIMIT_FSIZE and RLIMIT_CORE set before exec;
+  * under a wall-clock timeout, after which every process it started (the Jupyter kernel too,
+    found by parent links, since the kernel runs in its own session) is killed.
+An IPython startup file turns a MemoryError in the kernel into an immediate exit with a marker,
+so a submission that hit the memory limit gets 0 with that reason rather than partial credit
+from whatever tests ran after.  The pipeline records the reason and goes on with the next one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import pwd
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+MEMORY_MARKER = "CCLAB_MEMORY_LIMIT"
+STARTUP = f"""
+import os
+def _cclab_memory(shell, etype, evalue, tb, tb_offset=None):
+    open(os.path.join(os.environ["HOME"], "{MEMORY_MARKER}"), "w").close()
+    os._exit(137)
+get_ipython().set_custom_exc((MemoryError,), _cclab_memory)
+"""
+
+
+@dataclass
+class Result:
+    student: str
+    score: float = 0.0
+    possible: float = 0.0
+    status: str = "graded"          # graded | timeout | memory | error | missing
+    reason: str = ""
+    tests: dict = field(default_factory=dict)     # test name -> score
+    feedback: str = ""
+    seconds: float = 0.0
+
+
+def _limits(memory_mb: int):
+    def apply():
+        mem = memory_mb * 1024 * 1024
+        resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (512 << 20, 512 << 20))
+        if os.geteuid() == 0:
+            resource.setrlimit(resource.RLIMIT_NPROC, (256, 256))
+    return apply
+
+
+def _descendants(pid: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for p in Path("/proc").iterdir():
+        if not p.name.isdigit():
+            continue
+        try:
+            stat = (p / "stat").read_text()
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(p.name))
+    out, todo = [], [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+def _kill_tree(proc: subprocess.Popen) -> None:
+    pids = _descendants(proc.pid)
+    for pid in [proc.pid] + pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    proc.wait()
+
+
+def _submission_zip(entry: Path, work: Path) -> Path | None:
+    """The submission as a zip otter can grade (a zip as given, or a folder zipped)."""
+    if entry.is_file() and entry.suffix == ".zip":
+        shutil.copy(entry, work / "submission.zip")
+        return work / "submission.zip"
+    if entry.is_dir():
+        nbs = [p for p in entry.glob("*.ipynb")]
+        if not nbs:
+            return None
+        z = work / "submission.zip"
+        with zipfile.ZipFile(z, "w", zipfile.ZIP_DEFLATED) as zf:
+            for p in sorted(entry.rglob("*")):
+                if p.is_file() and not p.is_symlink():
+                    zf.write(p, p.relative_to(entry))
+        return z
+    return None
+
+
+def _sandbox_user(name: str | None):
+    if os.geteuid() != 0 or not name:
+        return None
+    try:
+        pw = pwd.getpwnam(name)
+    except KeyError:
+        raise SystemExit(f"grade: no user {name!r} to grade as (use --user)")
+    # The user must be able to run this Python and import otter (a Python installed under
+    # /root, say, is not readable by others): if not, say so and grade as ourselves.
+    r = subprocess.run(["setpriv", f"--reuid={pw.pw_uid}", f"--regid={pw.pw_gid}", "--clear-groups",
+                        "--", sys.executable, "-c", "import otter, nbclient"],
+                       cwd="/", capture_output=True, text=True, env={"PATH": os.environ.get("PATH", ""),
+                                                                    "HOME": "/"})
+    if r.returncode != 0:
+        print(f"grade: WARNING: user {name} cannot run {sys.executable} with otter "
+              f"({(r.stderr.strip().splitlines() or ['?'])[-1]}); grading as uid {os.geteuid()} "
+              f"with the same limits. Install the grading Python where {name} can read it.",
+              file=sys.stderr)
+        return None
+    return pw.pw_uid, pw.pw_gid
+
+
+def grade_one(entry: Path, autograder: Path, timeout: float, memory_mb: int, user) -> Result:
+    r = Result(student=entry.stem if entry.is_file() else entry.name)
+    began = time.monotonic()
+    work = Path(tempfile.mkdtemp(prefix=f"grade-{r.student}-"))
+    try:
+        z = _submission_zip(entry, work)
+        if z is None:
+            r.status, r.reason = "missing", "no notebook in the submission"
+            return r
+        shutil.copy(autograder, work / "autograder.zip")
+        startup = work / ".ipython" / "profile_default" / "startup"
+        startup.mkdir(parents=True)
+        (startup / "00-cclab-limits.py").write_text(STARTUP)
+        out = work / "out"
+        out.mkdir()
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(work),
+               "IPYTHONDIR": str(work / ".ipython"), "CCLAB_REPLAY": "1", "MPLBACKEND": "Agg",
+               "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "TMPDIR": str(work),
+               "LANG": "C.UTF-8", "PYDEVD_DISABLE_FILE_VALIDATION": "1",
+               "JUPYTER_PLATFORM_DIRS": "1"}
+        argv = [sys.executable, "-m", "otter", "run", "-a", str(work / "autograder.zip"),
+                "-o", str(out), "--no-logo", str(z)]
+        if user is not None:
+            uid, gid = user
+            for p in [work, *work.rglob("*")]:
+                os.lchown(p, uid, gid)
+            os.chmod(work, 0o700)
+            argv = ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--"] + argv
+        proc = subprocess.Popen(argv, cwd=work, env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, preexec_fn=_limits(memory_mb),
+                                start_new_session=True)
+        try:
+            log, _ = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _kill_tree(proc)
+            r.status, r.reason = "timeout", f"stopped after {timeout:g} s (time limit)"
+            return r
+        finally:
+            for pid in _descendants(proc.pid) if proc.returncode is None else []:
+                os.kill(pid, signal.SIGKILL)
+        log = log.decode(errors="replace")
+        if (work / MEMORY_MARKER).exists() or "MemoryError" in log:
+            r.status, r.reason = "memory", f"stopped: the notebook exceeded the {memory_mb} MB memory limit"
+            return r
+        res = out / "results.json"
+        if not res.is_file():
+            r.status = "error"
+            r.reason = "the autograder produced no results: " + (log.strip().splitlines() or ["?"])[-1][:300]
+            return r
+        data = json.loads(res.read_text())
+        _read_results(r, data)
+        return r
+    except Exception as e:          # one broken submission must not stop the others
+        r.status, r.reason = "error", f"{type(e).__name__}: {e}"
+        return r
+    finally:
+        r.seconds = round(time.monotonic() - began, 2)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _read_results(r: Result, data: dict) -> None:
+    """otter run's results.json (Gradescope's format): {"tests": [{"name", "score", "max_score",
+    "output", "visibility"}, ...]} with a "Public Tests" entry holding the public output."""
+    lines = []
+    for t in data.get("tests") or []:
+        if t.get("score") is None:
+            lines.append(t.get("output") or "")
+            continue
+        r.tests[t["name"]] = float(t["score"])
+        r.score += float(t["score"])
+        r.possible += float(t.get("max_score") or 0)
+        lines.append(f"{t['name']}: {float(t['score']):g}/{float(t.get('max_score') or 0):g}")
+    if data.get("tests") is not None:
+        r.feedback = "\n".join(lines)
+        return
+    files = data.get("test_files") or []
+    if isinstance(files, dict):
+        files = [dict(v, name=k) for k, v in files.items()]
+    for tf in files:
+        name = tf.get("name")
+        cases = tf.get("test_case_results") or []
+        got = sum(float(c.get("test_case_result", {}).get("score") or 0) if isinstance(c.get("test_case_result"), dict)
+                  else float(c.get("score") or 0) for c in cases) if cases else 0.0
+        score = tf.get("score")
+        score = float(score) if score is not None else got
+        possible = float(tf.get("points") or tf.get("possible") or 0)
+        r.tests[name] = score
+        r.score += score
+        r.possible += possible
+        lines.append(f"{name}: {score:g}/{possible:g}")
+        for c in cases:
+            tc = c.get("test_case", {})
+            msg = (c.get("message") or "").strip()
+            ok = c.get("passed")
+            if tc.get("hidden"):
+                continue                 # hidden tests: no details for the student
+            lines.append(f"  {'passed' if ok else 'FAILED'}: {tc.get('name', '')}"
+                         + (f"\n    " + msg.replace("\n", "\n    ") if msg and not ok else ""))
+    r.feedback = "\n".join(lines)
+
+
+def _safe_extract(z: Path, dest: Path) -> None:
+    with zipfile.ZipFile(z) as zf:
+        for m in zf.infolist():
+            target = (dest / m.filename).resolve()
+            if not str(target).startswith(str(dest.resolve())):
+                raise ValueError(f"unsafe path in the zip: {m.filename}")
+        zf.extractall(dest)
+
+
+def _prepare(entry: Path, work: Path, files_dir: Path) -> None:
+    """The submission's files in `work`, with the autograder's support files (labkit.py, the
+    reference bands) copied over whatever the student sent under those names."""
+    if entry.is_file():
+        work.mkdir(parents=True)
+        _safe_extract(entry, work)
+    else:
+        shutil.copytree(entry, work, symlinks=False, ignore_dangling_symlinks=True)
+    if files_dir.is_dir():
+        for f in files_dir.iterdir():
+            shutil.copy(f, work / f.name)
+
+
+def grade_fast(entries: list[Path], autograder: Path, jobs: int, timeout: float, memory_mb: int,
+               who) -> list[Result]:
+    try:
+        from grading import fastgrade
+    except ImportError:
+        import fastgrade
+    scratch = Path(tempfile.mkdtemp(prefix="grade-"))
+    try:
+        ag = fastgrade.unpack_autograder(autograder, scratch / "autograder")
+        os.chmod(scratch, 0o711)
+        for p in [ag, *ag.rglob("*")]:
+            os.chmod(p, 0o755 if p.is_dir() else 0o644)
+        todo, results = [], {}
+        for e in entries:
+            r = Result(student=e.stem if e.is_file() else e.name)
+            results[r.student] = r
+            work = scratch / "work" / r.student
+            try:
+                _prepare(e, work, ag / "files")
+            except Exception as ex:      # a broken zip is that student's problem only
+                r.status, r.reason = "error", f"could not unpack the submission: {ex}"
+                continue
+            if who is not None:
+                for p in [work, *work.rglob("*")]:
+                    os.lchown(p, *who)
+            os.chmod(work, 0o700)
+            todo.append((r.student, work))
+        (scratch / "work").mkdir(exist_ok=True)
+        os.chmod(scratch / "work", 0o711)
+        done = fastgrade.run_all(todo, ag / "tests", jobs, timeout, memory_mb, who)
+        for student, res in done.items():
+            r = results[student]
+            r.seconds = res.get("seconds", 0.0)
+            if res.get("status") != "graded":
+                r.status, r.reason = res.get("status", "error"), res.get("reason", "")
+                continue
+            lines = []
+            for t in res["tests"]:
+                r.tests[t["name"]] = float(t["score"])
+                r.score += float(t["score"])
+                r.possible += float(t["possible"])
+                lines.append(f"{t['name']}: {t['score']:g}/{t['possible']:g}")
+                for c in t["cases"]:
+                    if c["hidden"]:
+                        continue
+                    msg = (c.get("message") or "").strip()
+                    lines.append(f"  {'passed' if c['passed'] else 'FAILED'}: {c['name']}"
+                                 + ("\n    " + msg.replace("\n", "\n    ") if msg and not c["passed"] else ""))
+            if res.get("cell_errors"):
+                lines.append("cells that raised an error:")
+                lines += [f"  {x}" for x in res["cell_errors"]]
+            r.feedback = "\n".join(lines)
+        return [results[k] for k in sorted(results)]
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def grade_all(submissions: Path, autograder: Path, out: Path, jobs: int = 2,
+              timeout: float = 120, memory_mb: int = 2048, user: str | None = "nobody",
+              lab: str | None = None, engine: str = "fast", progress=None) -> list[Result]:
+    entries = sorted(p for p in Path(submissions).iterdir()
+                     if p.is_dir() or p.suffix == ".zip")
+    who = _sandbox_user(user)
+    autograder = Path(autograder).resolve()
+    if engine == "fast":
+        results = grade_fast(entries, autograder, jobs, timeout, memory_mb, who)
+    else:
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            results = list(pool.map(lambda e: grade_one(e, autograder, timeout, memory_mb, who),
+                                    entries))
+    # the possible points are the autograder's, also for submissions that got no results
+    possible = max((r.possible for r in results), default=0.0)
+    for r in results:
+        r.possible = r.possible or possible
+    write_outputs(results, Path(out), lab or autograder.name.split("-autograder")[0])
+    if progress:
+        for r in results:
+            progress(f"{r.student}: {r.score:g}/{r.possible:g} {r.status} {r.reason}")
+    return results
+
+
+def write_outputs(results: list[Result], out: Path, lab: str) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    possible = max((r.possible for r in results), default=0.0)
+    tests = sorted({t for r in results for t in r.tests})
+    with open(out / "gradebook.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["student", "score", "possible", "percent", "status", "reason", "seconds"] + tests)
+        for r in results:
+            pct = 100 * r.score / possible if possible else 0.0
+            w.writerow([r.student, f"{r.score:g}", f"{possible:g}", f"{pct:.1f}", r.status, r.reason,
+                        r.seconds] + [f"{r.tests.get(t, 0):g}" for t in tests])
+    with open(out / "canvas.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["Student", "ID", "SIS User ID", "Section", f"{lab} (autograded)"])
+        w.writerow(["    Points Possible", "", "", "", f"{possible:g}"])
+        for r in results:
+            w.writerow([r.student, "", r.student, "", f"{r.score:g}"])
+    with open(out / "gradescope.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["SID", "Name", "Email", "Score"])
+        for r in results:
+            w.writerow([r.student, r.student, "", f"{r.score:g}"])
+    fb = out / "feedback"
+    fb.mkdir(exist_ok=True)
+    for r in results:
+        head = f"{lab}: {r.score:g}/{possible:g}" + (f"\n{r.status}: {r.reason}" if r.reason else "")
+        (fb / f"{r.student}.txt").write_text(head + "\n\n" + r.feedback + "\n"
+                                             "\nFree-text answers are graded by hand.\n")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description="Grade a folder of lab submissions (no experiments are re-run).")
+    ap.add_argument("submissions")
+    ap.add_argument("--autograder", required=True, help="the autograder zip grading/build.py made")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--timeout", type=float, default=120, help="s per submission")
+    ap.add_argument("--memory-mb", type=int, default=2048, help="address-space limit per submission")
+    ap.add_argument("--engine", choices=("fast", "otter"), default="fast",
+                    help="fast: otter's tests in a forked sandboxed child (default); otter: `otter run`")
+    ap.add_argument("--user", default="nobody", help="unprivileged user to grade as (when root)")
+    a = ap.parse_args(argv)
+    grade_all(Path(a.submissions), Path(a.autograder), Path(a.out), a.jobs, a.timeout,
+              a.memory_mb, a.user, engine=a.engine, progress=print)
+    print(f"gradebook: {Path(a.out) / 'gradebook.csv'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,581 @@
+"""Helpers shared by the lab notebooks and their autograder tests.
+
+A lab notebook calls `run_lab(lab)` once.  In the lab VM (as root) that runs the lab's experiment
+files through the engine (`cclab.runner`), adds the fidelity verdict to every run's manifest,
+turns the loss-event capture into a small time-sequence table, and writes a record of every result
+file's SHA-256 (`submission/<lab>/record.json`).  Everything lands in `submission/<lab>/`, which
+goes into the student's submission.
+
+When the results are already there (a re-run of the notebook) or the environment says
+CCLAB_REPLAY=1 (the grader, the host tests), nothing is run: the saved results are loaded.
+
+The autograder tests do not trust the numbers a student typed: `verify()` checks that the saved
+files are what the run wrote (hashes, manifest, congestion control, fidelity, iperf3's own JSON
+against the tables) and the `recompute_*` functions derive every graded number from the raw
+tables again.  Tolerance bands come from reference runs (`labs/<lab>/reference.csv`).
+
+Modes: CCLAB_MODE=quick|full (or CCLAB_QUICK=1).  Quick: short flows, one repetition, the whole
+notebook in a few minutes in the software-emulated VM.  Full: the source studies' durations.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+
+HERE = Path(__file__).resolve().parent
+SUBMISSION = Path("submission")
+RECORD = "record.json"
+HASHED_SUFFIXES = (".csv", ".json")
+
+
+# ---------------------------------------------------------------- where things are
+
+def kit_root() -> Path | None:
+    """The kit checkout (the folder holding cclab/), or None when grading without it."""
+    cands = [os.environ.get("CCLAB_KIT"), HERE.parent, Path.cwd(), Path.cwd().parent, "/kit"]
+    for c in cands:
+        if c and (Path(c) / "cclab" / "__init__.py").is_file():
+            return Path(c).resolve()
+    return None
+
+
+def mode() -> str:
+    m = os.environ.get("CCLAB_MODE")
+    if m in ("quick", "full"):
+        return m
+    return "quick" if os.environ.get("CCLAB_QUICK") == "1" else "full"
+
+
+def replaying() -> bool:
+    return os.environ.get("CCLAB_REPLAY") == "1"
+
+
+def lab_dir(lab: str, root=None) -> Path:
+    return Path(root or SUBMISSION) / lab
+
+
+def _labs_dir() -> Path | None:
+    """labs/ of the kit, or the copies bundled next to this file (autograder, student folder)."""
+    k = kit_root()
+    if k and (k / "labs").is_dir():
+        return k / "labs"
+    return None
+
+
+def reference(lab: str) -> pd.DataFrame:
+    """Tolerance bands from the lab's reference runs: mode, metric, key, lo, hi, n, source."""
+    for p in (HERE / f"reference-{lab}.csv",
+              (_labs_dir() or HERE) / lab / "reference.csv"):
+        if p.is_file():
+            return pd.read_csv(p, comment="#")
+    raise FileNotFoundError(f"no reference bands for {lab}")
+
+
+def band(lab: str, run_mode: str, metric: str, key: str) -> tuple[float, float] | None:
+    ref = reference(lab)
+    row = ref[(ref["mode"] == run_mode) & (ref["metric"] == metric) & (ref["key"] == key)]
+    if row.empty:
+        return None
+    return float(row["lo"].iloc[0]), float(row["hi"].iloc[0])
+
+
+# ---------------------------------------------------------------- hashing
+
+def sha256(path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def hashed_files(run_dir: Path) -> list[Path]:
+    """The files of a run whose hashes the record keeps: tables, manifest, tsg, iperf3 JSON."""
+    run_dir = Path(run_dir)
+    out = [p for p in sorted(run_dir.iterdir()) if p.is_file() and p.suffix in HASHED_SUFFIXES]
+    raw = run_dir / "raw"
+    if raw.is_dir():
+        out += sorted(raw.glob("iperf-*.json"))
+    return out
+
+
+def write_record(lab: str, run_mode: str, run_dirs, root=None, extra: dict | None = None) -> Path:
+    """Record which runs make up the submission and the SHA-256 of each of their files."""
+    base = lab_dir(lab, root)
+    runs = {}
+    for d in run_dirs:
+        d = Path(d)
+        runs[str(d.relative_to(base))] = {
+            str(p.relative_to(d)): sha256(p) for p in hashed_files(d)}
+    rec = {"lab": lab, "mode": run_mode, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+           "runs": runs, **(extra or {})}
+    path = base / RECORD
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(rec, indent=1) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+def read_record(lab: str, root=None) -> dict | None:
+    p = lab_dir(lab, root) / RECORD
+    if not p.is_file():
+        return None
+    try:
+        return json.loads(p.read_text())
+    except ValueError:
+        return None
+
+
+# ---------------------------------------------------------------- running
+
+def experiment_files(lab: str, run_mode: str) -> list[Path]:
+    labs = _labs_dir()
+    if labs is None:
+        raise RuntimeError("the kit (cclab/, labs/) is not here: experiments run in the lab VM")
+    files = sorted((labs / lab / run_mode).glob("*.toml"))
+    if not files:
+        raise RuntimeError(f"no experiment files in {labs / lab / run_mode}")
+    return files
+
+
+def offered_ccas(candidates) -> list[str]:
+    """Congestion controls the kernel offers, after trying to load each candidate module."""
+    have = set(_available())
+    for c in candidates:
+        if c not in have and os.geteuid() == 0:
+            subprocess.run(["modprobe", f"tcp_{c}"], capture_output=True)
+    have = set(_available())
+    return [c for c in candidates if c in have]
+
+
+def _available() -> list[str]:
+    try:
+        return Path("/proc/sys/net/ipv4/tcp_available_congestion_control").read_text().split()
+    except OSError:
+        return []
+
+
+def _load_experiment(path: Path, only_ccas=None):
+    kit = kit_root()
+    if str(kit) not in sys.path:
+        sys.path.insert(0, str(kit))
+    from cclab import profiles, spec
+    table = profiles.load_toml(path, "experiment")
+    if only_ccas is not None:
+        table["flow"] = [f for f in table.get("flow", []) if f["cca"] in only_ccas]
+    exp = spec.from_dict(table, path.stem, path.parent)
+    exp.given = table
+    return exp
+
+
+def _tsg(run_dir: Path) -> None:
+    """Turn a run's packet capture into tsg.csv (time-sequence graph data) with tshark."""
+    caps = sorted((run_dir / "raw").glob("capture-*.pcap"))
+    if not caps or shutil.which("tshark") is None:
+        return
+    start = json.loads((run_dir / "manifest.json").read_text())["start_epoch"]
+    fields = ["frame.time_epoch", "tcp.srcport", "tcp.dstport", "tcp.seq", "tcp.ack", "tcp.len",
+              "tcp.analysis.retransmission", "tcp.analysis.duplicate_ack"]
+    argv = ["tshark", "-r", str(caps[0]), "-Y", "tcp", "-T", "fields", "-E", "separator=,"]
+    for f in fields:
+        argv += ["-e", f]
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=600).stdout
+    lines = ["t,sport,dport,seq,ack,len,retrans,dupack"]
+    for line in out.splitlines():
+        p = line.split(",")
+        if len(p) < 8 or not p[0]:
+            continue
+        lines.append(",".join([f"{float(p[0]) - start:.6f}", p[1], p[2], p[3] or "0", p[4] or "0",
+                               p[5] or "0", "1" if p[6] else "0", "1" if p[7] else "0"]))
+    (run_dir / "tsg.csv").write_text("\n".join(lines) + "\n")
+    for c in caps:                      # the capture stays in the VM; its digest goes on record
+        (run_dir / "raw" / (c.name + ".sha256")).write_text(sha256(c) + "\n")
+        c.unlink()
+
+
+def _fidelity(run_dir: Path) -> None:
+    m = json.loads((run_dir / "manifest.json").read_text())
+    if "fidelity" in m:
+        return
+    try:
+        from cclab.analysis import fidelity
+    except ImportError:
+        return
+    fidelity.write_verdict(run_dir)
+
+
+def run_lab(lab: str, run_mode: str | None = None, root=None, ccas=None, progress=print) -> Path:
+    """Run (or, when results exist or CCLAB_REPLAY=1, load) every experiment of a lab."""
+    run_mode = run_mode or mode()
+    base = lab_dir(lab, root)
+    rec = read_record(lab, root)
+    if replaying() or (rec and rec.get("mode") == run_mode):
+        if progress:
+            progress(f"{lab}: using the saved {rec.get('mode') if rec else run_mode} results in {base}"
+                     if rec else f"{lab}: no saved results in {base}")
+        return base
+    kit = kit_root()
+    if str(kit) not in sys.path:
+        sys.path.insert(0, str(kit))
+    from cclab import runner
+    if base.exists():
+        shutil.rmtree(base)
+    base.mkdir(parents=True)
+    dirs = []
+    began = time.monotonic()
+    for path in experiment_files(lab, run_mode):
+        exp = _load_experiment(path, ccas)
+        if progress:
+            progress(f"{lab}: {exp.name}: {len(exp.flows)} flow(s), {exp.repetitions} repetition(s)")
+        for d in runner.run(exp, out=base, progress=progress):
+            _tsg(d)
+            _fidelity(d)
+            dirs.append(d)
+    write_record(lab, run_mode, dirs, root, {"ccas": ccas, "seconds": round(time.monotonic() - began, 1)})
+    if progress:
+        progress(f"{lab}: {len(dirs)} run(s) in {time.monotonic() - began:.0f} s, saved in {base}")
+    return base
+
+
+# ---------------------------------------------------------------- loading
+
+def run_dirs(lab: str, root=None) -> list[Path]:
+    rec = read_record(lab, root) or {}
+    return [lab_dir(lab, root) / r for r in rec.get("runs", {})]
+
+
+def _manifest(d: Path) -> dict:
+    return json.loads((Path(d) / "manifest.json").read_text())
+
+
+def _csv(d: Path, name: str) -> pd.DataFrame:
+    p = Path(d) / f"{name}.csv"
+    if not p.is_file() or p.stat().st_size == 0:
+        return pd.DataFrame()
+    return pd.read_csv(p)
+
+
+def _profile_name(m: dict) -> str:
+    spec = m.get("spec") or {}
+    p = spec.get("profile") or (m.get("profile") or {}).get("name") or "?"
+    return Path(str(p)).stem
+
+
+def table(lab: str, name: str, root=None) -> pd.DataFrame:
+    """One table over all of the lab's runs, with experiment, profile and run columns first."""
+    frames = []
+    for d in run_dirs(lab, root):
+        if not (d / "manifest.json").is_file():
+            continue
+        m = _manifest(d)
+        df = _csv(d, name)
+        if df.empty:
+            continue
+        df.insert(0, "run", d.name)
+        df.insert(0, "profile", _profile_name(m))
+        df.insert(0, "experiment", m.get("experiment"))
+        frames.append(df)
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def with_cca(df: pd.DataFrame, flows: pd.DataFrame) -> pd.DataFrame:
+    """Add each row's congestion control and stream count (joined on run and flow)."""
+    if df.empty:
+        return df
+    keep = flows[["experiment", "run", "flow", "cca", "streams"]]
+    return df.drop(columns=[c for c in ("cca", "streams") if c in df.columns]).merge(
+        keep, on=["experiment", "run", "flow"], how="left")
+
+
+# ---------------------------------------------------------------- checks of a real run
+
+def verify(lab: str, root=None) -> list[str]:
+    """Everything wrong with a lab's saved results; an empty list means they look real."""
+    problems = []
+    rec = read_record(lab, root)
+    if rec is None:
+        return [f"no {lab_dir(lab, root) / RECORD}: run the experiment cell"]
+    if rec.get("lab") != lab:
+        problems.append(f"the record is for {rec.get('lab')!r}, not {lab!r}")
+    if not rec.get("runs"):
+        problems.append("the record lists no runs")
+    base = lab_dir(lab, root)
+    for rel, files in (rec.get("runs") or {}).items():
+        d = base / rel
+        if not (d / "manifest.json").is_file():
+            problems.append(f"{rel}: manifest.json missing")
+            continue
+        for name, digest in files.items():
+            p = d / name
+            if not p.is_file():
+                problems.append(f"{rel}/{name}: missing")
+            elif sha256(p) != digest:
+                problems.append(f"{rel}/{name}: changed after the run (hash differs)")
+        for p in hashed_files(d):
+            if str(p.relative_to(d)) not in files:
+                problems.append(f"{rel}/{p.relative_to(d)}: not part of the run")
+        try:
+            m = _manifest(d)
+        except ValueError:
+            problems.append(f"{rel}: manifest.json does not parse")
+            continue
+        problems += [f"{rel}: {p}" for p in _check_run(d, m)]
+    return problems
+
+
+def _check_run(d: Path, m: dict) -> list[str]:
+    bad = []
+    if m.get("status") != "complete":
+        bad.append(f"run status {m.get('status')!r}: {m.get('error')}")
+    fid = m.get("fidelity")
+    if not fid:
+        bad.append("no fidelity verdict in the manifest")
+    elif not fid.get("ok"):
+        bad.append("fidelity verdict not OK: " + "; ".join(fid.get("reasons") or fid.get("failed") or []))
+    flows = _csv(d, "flows")
+    spec_flows = (m.get("spec") or {}).get("flow") or (m.get("spec") or {}).get("flows") or []
+    if flows.empty:
+        return bad + ["flows.csv is empty"]
+    if len(spec_flows) != len(flows):
+        bad.append(f"{len(flows)} flows in flows.csv, {len(spec_flows)} in the manifest's spec")
+    mflows = {int(f["flow"]): f for f in m.get("flows") or []}
+    iperf = _csv(d, "iperf")
+    for _, f in flows.iterrows():
+        n = int(f["flow"])
+        asked = spec_flows[n - 1]["cca"] if n - 1 < len(spec_flows) else None
+        seen = {str(c) for c in (f.get("cca_iperf"), *str(f.get("cca_ss") or "").split(","))
+                if isinstance(c, str) and c and c != "nan"}
+        if f["cca"] != asked:
+            bad.append(f"flow {n}: flows.csv says {f['cca']}, the spec asked for {asked}")
+        if seen != {f["cca"]}:
+            bad.append(f"flow {n}: congestion control not verified (asked {f['cca']}, saw {sorted(seen)})")
+        mf = mflows.get(n)
+        if mf is None or any(str(mf.get(k)) != str(_plain(f.get(k)))
+                             for k in ("cca", "received_bytes", "sent_bytes")):
+            bad.append(f"flow {n}: flows.csv differs from the manifest")
+        rows = iperf[(iperf["flow"] == n) & (iperf["side"] == "sender")] if not iperf.empty else iperf
+        sent = float(rows["bytes"].sum()) if len(rows) else 0.0
+        if not f.get("sent_bytes") or abs(sent - float(f["sent_bytes"])) > 0.05 * float(f["sent_bytes"]) + 1e5:
+            bad.append(f"flow {n}: iperf.csv intervals ({sent:.0f} B) do not add up to the flow's "
+                       f"{f.get('sent_bytes')} B")
+        raw = d / "raw" / f"iperf-{n}.json"
+        if raw.is_file():
+            try:
+                end = json.loads(raw.read_text()).get("end", {})
+                rb = (end.get("sum_received") or {}).get("bytes")
+                if rb is not None and int(rb) != int(f["received_bytes"]):
+                    bad.append(f"flow {n}: iperf3's own output says {rb} B received, flows.csv "
+                               f"{f['received_bytes']}")
+            except ValueError:
+                bad.append(f"flow {n}: raw iperf3 output does not parse")
+        else:
+            bad.append(f"flow {n}: raw iperf3 output missing")
+    return bad
+
+
+def _plain(v):
+    if isinstance(v, float) and v.is_integer():
+        return int(v)
+    return v.item() if hasattr(v, "item") else v
+
+
+def run_modes(lab: str, root=None) -> str | None:
+    rec = read_record(lab, root)
+    return rec.get("mode") if rec else None
+
+
+# ---------------------------------------------------------------- the graded metrics
+
+def goodput(lab: str, root=None) -> pd.DataFrame:
+    """Per flow: experiment, profile, cca, streams, throughput in Mbit/s: the bytes iperf3's
+    sender reported over all its intervals and streams, over the flow's span."""
+    flows = table(lab, "flows", root)
+    iperf = table(lab, "iperf", root)
+    rows = []
+    for _, f in flows.iterrows():
+        iv = iperf[(iperf["experiment"] == f["experiment"]) & (iperf["run"] == f["run"])
+                   & (iperf["flow"] == f["flow"])]
+        side = iv[iv["side"] == "sender"]
+        span = side["t_end"].max() - side["t_start"].min() if len(side) else float("nan")
+        mbps = side["bytes"].sum() * 8 / span / 1e6 if len(side) and span > 0 else float("nan")
+        rows.append({"experiment": f["experiment"], "profile": f["profile"], "run": f["run"],
+                     "flow": int(f["flow"]), "cca": f["cca"], "streams": int(f["streams"]),
+                     "mbps": mbps, "retransmits": f.get("retransmits")})
+    return pd.DataFrame(rows)
+
+
+def idle_rtt_ms(lab: str, root=None) -> pd.Series:
+    """Median ping RTT before the first flow, per run."""
+    ping = table(lab, "ping", root)
+    if ping.empty:
+        return pd.Series(dtype=float)
+    return ping[ping["t"] < 0].groupby(["experiment", "run"])["rtt_ms"].median()
+
+
+def added_delay(lab: str, root=None) -> pd.DataFrame:
+    """Per flow: median smoothed RTT the sender saw (ss) minus the run's idle RTT, in ms."""
+    ss = with_cca(table(lab, "ss", root), table(lab, "flows", root))
+    idle = idle_rtt_ms(lab, root)
+    out = ss.groupby(["experiment", "profile", "run", "flow", "cca"])["rtt_ms"].median().reset_index()
+    out["idle_ms"] = [idle.get((e, r), float("nan")) for e, r in zip(out["experiment"], out["run"])]
+    out["added_ms"] = out["rtt_ms"] - out["idle_ms"]
+    return out
+
+
+def loss_event(lab: str, root=None) -> dict:
+    """From tsg.csv: time of the first retransmission of the data flow, and the highest sequence
+    number sent before it."""
+    tsg = table(lab, "tsg", root)
+    if tsg.empty:
+        return {"t": float("nan"), "seq_before": float("nan")}
+    data = tsg[tsg["len"] > 0]
+    rt = data[data["retrans"] == 1]
+    if rt.empty:
+        return {"t": float("nan"), "seq_before": float("nan")}
+    t = float(rt["t"].min())
+    before = data[data["t"] < t]
+    return {"t": t, "seq_before": float((before["seq"] + before["len"]).max()) if len(before) else 0.0}
+
+
+def cwnd_series(lab: str, experiment: str, cca: str, root=None) -> pd.DataFrame:
+    """Socket samples of the first run's `cca` flow in `experiment`, in time order."""
+    ss = with_cca(table(lab, "ss", root), table(lab, "flows", root))
+    s = ss[(ss["experiment"] == experiment) & (ss["cca"] == cca)]
+    if len(s):
+        s = s[s["run"] == sorted(s["run"].unique())[0]]
+    s = s.sort_values("t")
+    return s[["t", "cwnd", "rtt_ms", "min_rtt_ms", "mss", "module_info"]].reset_index(drop=True)
+
+
+def first_reduction(cw: pd.DataFrame, drop: float = 0.2) -> tuple[float, float]:
+    """(t, cwnd just before) of the first sample where cwnd falls by more than `drop`."""
+    c = cw["cwnd"].astype(float).to_numpy()
+    t = cw["t"].to_numpy()
+    for i in range(1, len(c)):
+        if c[i] < (1 - drop) * c[i - 1]:
+            return float(t[i]), float(c[i - 1])
+    return float("nan"), float("nan")
+
+
+CUBIC_C = 0.4
+CUBIC_BETA = 0.7         # Linux: cwnd becomes 0.7 x W_max on a loss
+
+
+def cubic_k(w_max: float) -> float:
+    """Seconds the cubic function takes to grow back to W_max after a loss."""
+    return (w_max * (1 - CUBIC_BETA) / CUBIC_C) ** (1 / 3)
+
+
+def vegas_diff(lab: str, experiment: str = "lab1-wired", root=None) -> float:
+    """Median over congestion avoidance of cwnd x (1 - base_rtt / rtt): packets Vegas keeps
+    queued (its expected minus actual rate, times the base RTT)."""
+    cw = cwnd_series(lab, experiment, "vegas", root)
+    if cw.empty:
+        return float("nan")
+    base = cw["min_rtt_ms"].min()
+    ca = cw[cw["t"] > cw["t"].min() + 1.0]
+    return float((ca["cwnd"] * (1 - base / ca["rtt_ms"])).median())
+
+
+def bbr_gains(cw: pd.DataFrame) -> pd.Series:
+    """BBR's pacing gain per ss sample, read from its bbr:(...) block."""
+    def g(info):
+        if not isinstance(info, str) or "pacing_gain:" not in info:
+            return float("nan")
+        return float(info.split("pacing_gain:")[1].split(",")[0].split(")")[0])
+    return cw["module_info"].map(g)
+
+
+def bbr_startup_end(lab: str, experiment: str = "lab1-wired", root=None) -> float:
+    """Seconds from the BBR flow's first sample to the first with a pacing gain below 2
+    (Startup paces at 2.89, Drain at 0.35, ProbeBW cycles 1.25/0.75/1)."""
+    cw = cwnd_series(lab, experiment, "bbr", root)
+    if cw.empty:
+        return float("nan")
+    gains = bbr_gains(cw)
+    after = cw[gains < 2]
+    return float(after["t"].iloc[0] - cw["t"].iloc[0]) if len(after) else float("nan")
+
+
+def share(lab: str, experiment: str, cca: str, root=None) -> float:
+    """Percent of the bytes delivered to `cca`'s flows while all flows of `experiment` ran."""
+    iperf = with_cca(table(lab, "iperf", root), table(lab, "flows", root))
+    iv = iperf[(iperf["experiment"] == experiment) & (iperf["side"] == "sender")]
+    if iv.empty:
+        return float("nan")
+    spans = iv.groupby("flow").agg(a=("t_start", "min"), b=("t_end", "max"))
+    a, b = spans["a"].max(), spans["b"].min()
+    inside = iv[(iv["t_start"] >= a) & (iv["t_end"] <= b)]
+    per = inside.groupby("cca")["bytes"].sum()
+    return float(100 * per.get(cca, 0) / per.sum()) if per.sum() else float("nan")
+
+
+def handovers(lab: str, experiment: str, root=None) -> int:
+    ch = table(lab, "changes", root)
+    if ch.empty:
+        return 0
+    ch = ch[ch["experiment"] == experiment]
+    return int(ch.loc[ch["why"] == "handover", "t_planned"].nunique())
+
+
+def mathis_mbps(rtt_s: float, p: float, mss: int = 1448) -> float:
+    """Mathis et al.: throughput <= 1.22 x MSS / (RTT x sqrt(p))."""
+    return 1.22 * mss * 8 / (rtt_s * math.sqrt(p)) / 1e6
+
+
+def close(a, b, rel=0.03, abs_=1e-6) -> bool:
+    try:
+        a, b = float(a), float(b)
+    except (TypeError, ValueError):
+        return False
+    return math.isfinite(a) and math.isfinite(b) and abs(a - b) <= max(abs_, rel * abs(b))
+
+
+def frame_matches(student, truth: pd.Series, rel=0.03, abs_=0.05) -> list[str]:
+    """Differences between a student's Series/DataFrame column and the recomputed values."""
+    if isinstance(student, pd.DataFrame):
+        if student.shape[1] != 1:
+            return [f"expected one column, got {list(student.columns)}"]
+        student = student.iloc[:, 0]
+    if not isinstance(student, pd.Series):
+        return [f"expected a pandas Series, got {type(student).__name__}"]
+    bad = []
+    for k, v in truth.items():
+        if k not in student.index:
+            bad.append(f"{k}: missing")
+        elif not close(student[k], v, rel, abs_):
+            bad.append(f"{k}: {student[k]!r} but the saved run gives {v:.3f}")
+    return bad
+
+
+def load_fresh():
+    """This module loaded again from its file (tests use it, so a notebook that redefined one of
+    these functions does not change what the test checks)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("labkit_check", HERE / "labkit.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def outside_bands(lab: str, metric: str, values: pd.Series) -> list[str]:
+    """Values (keyed by a name or a tuple of names) outside their reference band for the mode the
+    results were made in; keys without a band are not judged."""
+    m = run_modes(lab)
+    out = []
+    for k, v in values.items():
+        key = "/".join(k) if isinstance(k, tuple) else str(k)
+        b = band(lab, m, metric, key)
+        if b is not None and not (b[0] <= float(v) <= b[1]):
+            out.append(f"{key}: {float(v):.3g} outside the reference band [{b[0]:g}, {b[1]:g}]")
+    return out

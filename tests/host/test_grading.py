@@ -1,0 +1,155 @@
+"""The instructor pipeline on the host: build the student notebook and the autograder from the
+lab 1 master, then grade sample submissions made of fixture results (grading/fixtures.py: run
+folders laid out as the engine writes them, with a manifest, fidelity verdict and hash record).
+No experiment runs here."""
+
+import csv
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("otter")
+nbformat = pytest.importorskip("nbformat")
+
+KIT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(KIT))
+sys.path.insert(0, str(KIT / "notebooks"))
+
+from grading import build, fixtures, grade  # noqa: E402
+
+FULL = 16.0          # lab 1's autograded points
+
+
+@pytest.fixture(scope="module")
+def dist(tmp_path_factory):
+    out = tmp_path_factory.mktemp("dist")
+    d = build.build("lab1", out)
+    return {"dir": d, "zip": build.autograder_zip(d), "master": d / "autograder" / "lab1.ipynb",
+            "student": d / "student" / "lab1.ipynb"}
+
+
+def edited_notebook(src: Path, dest: Path, edits: dict) -> Path:
+    nb = nbformat.read(src, as_version=4)
+    for cell in nb.cells:
+        for old, new in edits.items():
+            if cell.cell_type == "code" and old in cell.source:
+                cell.source = cell.source.replace(old, new)
+    nbformat.write(nb, dest)
+    return dest
+
+
+def rows(out: Path) -> dict:
+    with open(out / "gradebook.csv") as f:
+        return {r["student"]: r for r in csv.DictReader(f)}
+
+
+def test_student_version_has_no_solutions_or_hidden_tests(dist):
+    text = dist["student"].read_text()
+    assert "w_max * (1 - 0.7) / 0.4" not in text          # a solution line
+    assert "_labkit_check" not in text                      # hidden tests load labkit afresh
+    assert "grader.check" in text and "q1" in text
+    assert (dist["student"].parent / "labkit.py").is_file()
+    assert (dist["student"].parent / "reference-lab1.csv").is_file()
+
+
+def test_three_submissions_give_the_expected_gradebook(dist, tmp_path):
+    subs = tmp_path / "subs"
+    fixtures.lab1_submission(subs / "good", dist["master"])
+    partly = edited_notebook(dist["master"], tmp_path / "partly.ipynb", {
+        "K = (w_max * (1 - 0.7) / 0.4) ** (1 / 3)": "K = 2 * (w_max * (1 - 0.7) / 0.4) ** (1 / 3)",
+        "vegas_queue = float(": "vegas_queue = 1.0 + float("})
+    fixtures.lab1_submission(subs / "partly", partly)
+    # fabricated: the results' numbers edited after the run, the answers computed from them
+    fixtures.lab1_submission(subs / "fabricated", dist["master"], tamper="edit")
+    # typed: real results, but a number typed into the answer
+    typed = edited_notebook(dist["master"], tmp_path / "typed.ipynb", {
+        "bbr_startup_s = float(": "bbr_startup_s = 0.1 + 0 * float("})
+    fixtures.lab1_submission(subs / "typed", typed)
+    out = tmp_path / "graded"
+    grade.grade_all(subs, dist["zip"], out, jobs=2, timeout=60)
+    r = rows(out)
+    assert float(r["good"]["score"]) == FULL and r["good"]["status"] == "graded"
+    # partly wrong: the hidden recompute tests of q5 and q7 fail, everything else passes
+    assert float(r["partly"]["q5"]) < 3 and float(r["partly"]["q7"]) < 3
+    for q in ("q1", "q2", "q3", "q8"):
+        assert r["partly"][q] == r["good"][q], q
+    assert float(r["partly"]["score"]) == FULL - 1.5 - 1.0
+    # fabricated: every hidden test refuses the edited results
+    assert float(r["fabricated"]["score"]) <= FULL / 2
+    for q in ("q1", "q2", "q3", "q5", "q7", "q8"):
+        assert float(r["fabricated"][q]) < float(r["good"][q]), q
+    assert float(r["typed"]["q8"]) < 2 and float(r["typed"]["score"]) == FULL - 1.0
+    fb = (out / "feedback" / "fabricated.txt").read_text()
+    assert "changed after the run" in fb                # the public check says why
+    assert "_labkit_check" not in fb                    # hidden tests stay hidden
+    with open(out / "canvas.csv") as f:
+        canvas = list(csv.reader(f))
+    assert canvas[0][:4] == ["Student", "ID", "SIS User ID", "Section"]
+    assert canvas[1][0].strip() == "Points Possible" and float(canvas[1][4]) == FULL
+    with open(out / "gradescope.csv") as f:
+        gs = {x["SID"]: x for x in csv.DictReader(f)}
+    assert float(gs["good"]["Score"]) == FULL
+
+
+def test_runaway_submissions_are_stopped_and_graded_zero(dist, tmp_path):
+    subs = tmp_path / "subs"
+    fixtures.lab1_submission(subs / "a-good", dist["master"])
+    loop = edited_notebook(dist["master"], tmp_path / "loop.ipynb",
+                           {"LAB = \"lab1\"": "LAB = \"lab1\"\nwhile True:\n    pass"})
+    fixtures.lab1_submission(subs / "b-loop", loop)
+    hog = edited_notebook(dist["master"], tmp_path / "hog.ipynb",
+                          {"LAB = \"lab1\"": "LAB = \"lab1\"\n_x = []\nwhile True:\n    _x.append(bytearray(50_000_000))"})
+    fixtures.lab1_submission(subs / "c-hog", hog)
+    (subs / "d-empty").mkdir()
+    out = tmp_path / "graded"
+    grade.grade_all(subs, dist["zip"], out, jobs=2, timeout=10, memory_mb=1024)
+    r = rows(out)
+    assert float(r["a-good"]["score"]) == FULL
+    assert r["b-loop"]["status"] == "timeout" and float(r["b-loop"]["score"]) == 0
+    assert "time limit" in r["b-loop"]["reason"]
+    assert r["c-hog"]["status"] == "memory" and float(r["c-hog"]["score"]) == 0
+    assert "memory limit" in r["c-hog"]["reason"]
+    assert float(r["d-empty"]["score"]) == 0 and r["d-empty"]["reason"]
+    assert float(r["d-empty"]["possible"]) == FULL
+
+
+def test_student_version_unfilled_fails_the_answers_without_crashing(dist, tmp_path, monkeypatch):
+    from nbclient import NotebookClient
+    work = tmp_path / "stu"
+    shutil.copytree(dist["student"].parent, work)
+    fixtures.lab1_results(work)
+    monkeypatch.setenv("CCLAB_REPLAY", "1")
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    nb = nbformat.read(work / "lab1.ipynb", as_version=4)
+    nb.cells = [c for c in nb.cells if "grader.export" not in c.source]
+    NotebookClient(nb, timeout=120, kernel_name="python3",
+                   resources={"metadata": {"path": str(work)}}).execute()   # raises on a crash
+    out_text = "".join(o.get("text", "") + str(o.get("data", {}).get("text/plain", ""))
+                       for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
+    assert "q1 results:" in out_text and "results look real" in out_text
+    # graded: every answer test fails, only the checks of the (real) run pass
+    subs = tmp_path / "subs"
+    fixtures.lab1_submission(subs / "unfilled", dist["student"])
+    out = tmp_path / "graded"
+    grade.grade_all(subs, dist["zip"], out, jobs=1, timeout=60)
+    r = rows(out)["unfilled"]
+    assert r["status"] == "graded"
+    for q in ("q3", "q5", "q8"):                       # answer-only questions
+        assert float(r[q]) == 0, q
+    assert float(r["score"]) < FULL / 3
+
+
+def test_otter_engine_agrees_on_a_good_submission(dist, tmp_path):
+    subs = tmp_path / "subs"
+    fixtures.lab1_submission(subs / "good", dist["master"])
+    fixtures.lab1_submission(subs / "fabricated", dist["master"], tamper="edit")
+    out = tmp_path / "graded"
+    grade.grade_all(subs, dist["zip"], out, jobs=2, timeout=120, engine="otter")
+    fast = tmp_path / "fast"
+    grade.grade_all(subs, dist["zip"], fast, jobs=2, timeout=60)
+    a, b = rows(out), rows(fast)
+    assert float(a["good"]["score"]) == FULL
+    for s in ("good", "fabricated"):
+        assert a[s]["score"] == b[s]["score"], s
