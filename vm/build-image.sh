@@ -33,13 +33,14 @@ key=$(image_key "$kit")
 base_key=$(base_key "$kit")
 img=$cache/lab-$key.img
 if [ $force -eq 0 ] && [ -f "$img" ] && [ -f "$cache/vmlinuz-$key" ] && [ -f "$cache/initrd-$key" ]; then
+  ln -sfn "lab-$key.img" "$cache/current.img"
   echo "[image] up to date: $img"
   exit 0
 fi
 
 exec 9>"$cache/.build.lock"
 flock -n 9 || { echo "[image] another build is running; waiting for it" >&2; flock 9; }
-if [ $force -eq 0 ] && [ -f "$img" ]; then echo "[image] built meanwhile: $img"; exit 0; fi
+if [ $force -eq 0 ] && [ -f "$img" ]; then ln -sfn "lab-$key.img" "$cache/current.img"; echo "[image] built meanwhile: $img"; exit 0; fi
 
 t0=$(date +%s)
 root=$cache/rootfs-$base_key
@@ -109,7 +110,7 @@ cp "$root/boot/initrd.img-$kver" "$work/initrd"
 used_mb=$(du -sm --exclude=./proc --exclude=./sys "$root" | cut -f1)
 size_mb=$(( used_mb + used_mb / 4 + 1024 ))
 echo "[image] writing ext4 image (${size_mb} MiB)"
-mke2fs -q -t ext4 -L cclab-root -E root_owner=0:0 -d "$root" "$work/lab.img" "${size_mb}M"
+mke2fs -q -t ext4 -L cclab-root -E root_owner=0:0 -d "$root" "$work/lab.img" "${size_mb}M" >/dev/null
 
 mv "$work/vmlinuz" "$cache/vmlinuz-$key"
 mv "$work/initrd" "$cache/initrd-$key"

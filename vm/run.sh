@@ -36,14 +36,17 @@ case "$timeout$cpus$mem" in *[!0-9]*) die "--timeout, --cpus and --mem take whol
 need qemu-system-x86_64 qemu-system-x86
 cache=$(cache_dir)
 
-if [ "${CCLAB_VM_REUSE:-0}" = 1 ] && [ -e "$cache/current.img" ]; then
-  img=$(readlink -f "$cache/current.img")
-  key=${img##*/lab-}; key=${key%.img}
-else
-  "$here/build-image.sh"
-  key=$(image_key "$kit")
-  img=$cache/lab-$key.img
+[ "${CCLAB_VM_REUSE:-0}" = 1 ] && [ -e "$cache/current.img" ] || "$here/build-image.sh"
+
+# One guest at a time: two TCG guests on a small host would distort each other's timing.
+if [ "${CCLAB_VM_LOCK:-1}" = 1 ]; then
+  exec 8>"$cache/.run.lock"
+  flock -n 8 || { echo "[vm] another guest is running; waiting for it to finish" >&2; flock 8; }
 fi
+
+# The image the last build made current (chosen under the lock: a build may replace it).
+img=$(readlink -f "$cache/current.img")
+key=${img##*/lab-}; key=${key%.img}
 [ -f "$img" ] || die "no image at $img: run vm/build-image.sh"
 
 # KVM only when it can really run a guest: /dev/kvm may exist where it cannot. The probe boots
@@ -72,12 +75,6 @@ case "$accel" in
   *) die "CCLAB_VM_ACCEL must be auto, kvm or tcg, not $accel" ;;
 esac
 
-# One guest at a time: two TCG guests on a small host would distort each other's timing.
-if [ "${CCLAB_VM_LOCK:-1}" = 1 ]; then
-  exec 8>"$cache/.run.lock"
-  flock -n 8 || { echo "[vm] another guest is running; waiting for it to finish" >&2; flock 8; }
-fi
-
 ctl=$(mktemp -d "${TMPDIR:-/tmp}/cclab-vm.XXXXXX")
 qpid=
 cleanup() {
@@ -94,7 +91,7 @@ trap 'echo "[vm] interrupted" >&2; exit 130' INT
 trap 'echo "[vm] terminated" >&2; exit 143' TERM
 
 {
-  echo "#!/bin/sh"
+  echo "#!/bin/bash"
   printf '%q ' "$@"
   echo
 } > "$ctl/cmd"
