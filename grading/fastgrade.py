@@ -34,22 +34,40 @@ GRADER_LINE = ("grader.", "import otter", "grader =", "# Initialize Otter")
 
 
 def preload() -> None:
-    """Import (and exercise) everything a child needs, before forking."""
+    """Import everything a child needs and exercise the code paths the labs use (CSV parsing,
+    groupby/merge, line and step plots, layout), so each forked child starts warm."""
+    import io
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import numpy  # noqa: F401
+    import numpy as np
     import pandas as pd
-    import io
-    pd.read_csv(io.StringIO("a,b\n1,2\n")).groupby("a").agg(b=("b", "sum"))
-    fig, ax = plt.subplots()
-    ax.plot([0, 1], [0, 1]); ax.legend(["x"]); fig.tight_layout()
-    plt.close("all")
-    import importlib.util  # noqa: F401
+    df = pd.read_csv(io.StringIO("k,t,v,s\na,0.1,1,x\na,0.2,2,x\nb,0.1,3,y\n"))
+    g = df.groupby(["k", "s"]).agg(v=("v", "sum"), t=("t", "min"), e=("t", "max")).reset_index()
+    g.merge(df, on=["k", "s"], how="left").groupby("k")["v_x"].median()
+    df[df["k"].isin(["a"])].sort_values("t")["v"].map(float).unstack() if False else None
+    pd.Series({("a", "b"): 1.0}).unstack(0)
+    pd.DataFrame({"x": [1.0]}, index=["r"])
+    np.arange(0, 1, 0.1)
+    for shape in ((1, 2), (2, 2), (2, 1), (1, 1)):
+        fig, axes = plt.subplots(*shape, figsize=(6, 3), sharex=True)
+        ax = np.atleast_1d(axes).ravel()[0]
+        ax.plot([0, 1], [0, 1], ".", ms=2, label="x"); ax.step([0, 1], [1, 0], where="post")
+        ax.axvline(0.5); ax.set_title("t"); ax.set_xlabel("x"); ax.set_ylabel("y"); ax.legend()
+        fig.tight_layout()
+        plt.close("all")
+    pd.Series({"a": 1.0, "b": 2.0}).plot.bar(); plt.close("all")
+    pd.Series({"a": 1.0}).plot.barh(); plt.close("all")
+    import hashlib, json, importlib.util  # noqa: F401,E401
     import nbformat  # noqa: F401
-    from IPython.core.inputtransformer2 import TransformerManager  # noqa: F401
+    from IPython.core.inputtransformer2 import TransformerManager
+    TransformerManager().transform_cell("x = 1\n")
     from otter.test_files import create_test_file  # noqa: F401
     from otter.test_files.exception_test import ExceptionTestFile  # noqa: F401
+    import doctest  # noqa: F401
+    import gc
+    gc.collect()
+    gc.freeze()                 # keep the warm heap shared with the children (no CoW on gc)
 
 
 def unpack_autograder(zip_path: Path, dest: Path) -> Path:

@@ -172,7 +172,12 @@ def _load_experiment(path: Path, only_ccas=None):
     from cclab import profiles, spec
     table = profiles.load_toml(path, "experiment")
     if only_ccas is not None:
-        table["flow"] = [f for f in table.get("flow", []) if f["cca"] in only_ccas]
+        flows = table.get("flow", [])
+        kept = [f for f in flows if f["cca"] in only_ccas]
+        over = table.get("override") or {}
+        if over.get("pairs") == len(flows) and kept:      # one pair per flow: no idle pairs
+            table["override"] = dict(over, pairs=len(kept))
+        table["flow"] = kept
     exp = spec.from_dict(table, path.stem, path.parent)
     exp.given = table
     return exp

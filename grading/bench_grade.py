@@ -1,0 +1,57 @@
+"""How long does grading 200 submissions take on this machine?  (Target: <= 2 min.)
+
+    python3 grading/bench_grade.py [--n 200] [--jobs 2] [--engine fast|otter]
+
+Builds lab 1's autograder, makes N submissions from fixture results (grading/fixtures.py; a mix
+of good, partly wrong and fabricated ones), grades them with grading/grade.py's pipeline
+(sandboxed, in parallel) and prints the wall-clock time and the rate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+KIT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(KIT))
+
+from grading import build, fixtures, grade  # noqa: E402
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=200)
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--engine", choices=("fast", "otter"), default="fast")
+    ap.add_argument("--target", type=float, default=120.0, help="s; exit 1 above it")
+    a = ap.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        t = Path(tmp)
+        d = build.build("lab1", t / "dist")
+        master = d / "autograder" / "lab1.ipynb"
+        samples = {"good": fixtures.lab1_submission(t / "s" / "good", master),
+                   "fabricated": fixtures.lab1_submission(t / "s" / "fabricated", master, tamper="edit")}
+        subs = t / "subs"
+        subs.mkdir()
+        kinds = ["good", "good", "good", "fabricated"]
+        for i in range(a.n):
+            shutil.copytree(samples[kinds[i % len(kinds)]], subs / f"student{i:04d}")
+        began = time.monotonic()
+        results = grade.grade_all(subs, build.autograder_zip(d), t / "out", jobs=a.jobs,
+                                  engine=a.engine)
+        took = time.monotonic() - began
+        with open(t / "out" / "gradebook.csv") as f:
+            graded = sum(1 for r in csv.DictReader(f) if r["status"] == "graded")
+    print(f"graded {graded}/{len(results)} submissions in {took:.1f} s with {a.jobs} job(s), "
+          f"engine {a.engine}: {took / max(1, len(results)):.2f} s each "
+          f"(target {a.target:g} s for 200: {'met' if took * 200 / max(1, a.n) <= a.target else 'MISSED'})")
+    return 0 if took * 200 / max(1, a.n) <= a.target else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
