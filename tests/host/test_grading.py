@@ -153,3 +153,43 @@ def test_otter_engine_agrees_on_a_good_submission(dist, tmp_path):
     assert float(a["good"]["score"]) == FULL
     for s in ("good", "fabricated"):
         assert a[s]["score"] == b[s]["score"], s
+
+
+def test_reference_bands_come_from_reference_runs(tmp_path, capsys):
+    from grading import make_reference
+    for i in range(2):
+        fixtures.lab1_results(tmp_path / f"ref{i}")
+    assert make_reference.main(["lab1", str(tmp_path / "ref0" / "submission"),
+                                str(tmp_path / "ref1" / "submission")]) == 0
+    out = capsys.readouterr().out.splitlines()
+    rows = [l.split(",") for l in out if l.startswith("quick,")]
+    keys = {(r[1], r[2]) for r in rows}
+    assert ("throughput_mbps", "wired/bbr") in keys and ("vegas_queue_pkts", "wired/vegas") in keys
+    for r in rows:
+        assert float(r[3]) < float(r[4]) and r[5] == "2"
+    # edited results are refused as a reference
+    fixtures.lab1_submission(tmp_path / "bad", KIT / "notebooks" / "lab1.ipynb", tamper="edit")
+    assert make_reference.main(["lab1", str(tmp_path / "bad" / "submission")]) == 1
+
+
+def test_verify_names_what_is_wrong(tmp_path, monkeypatch):
+    import json
+    import labkit
+    fixtures.lab1_results(tmp_path)
+    root = tmp_path / "submission"
+    assert labkit.verify("lab1", root) == []
+    run = next((root / "lab1" / "lab1-wired").iterdir())
+    m = json.loads((run / "manifest.json").read_text())
+    m["fidelity"]["ok"] = False
+    m["fidelity"]["reasons"] = ["rate_ceiling: departures above the configured rate"]
+    (run / "manifest.json").write_text(json.dumps(m))
+    bad = labkit.verify("lab1", root)
+    assert any("hash differs" in b for b in bad) and any("fidelity verdict not OK" in b for b in bad)
+    # rewriting the record too still leaves the run's own inconsistencies
+    flows = run / "flows.csv"
+    flows.write_text(flows.read_text().replace(",bbr,", ",cubic,", 1))
+    labkit.write_record("lab1", "quick", [d for d in (root / "lab1").glob("*/*") if d.is_dir()], root)
+    bad = labkit.verify("lab1", root)
+    assert any("spec asked for" in b or "not verified" in b for b in bad), bad
+    (root / "lab1" / "record.json").unlink()
+    assert "run the experiment cell" in labkit.verify("lab1", root)[0]
