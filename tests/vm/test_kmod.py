@@ -93,14 +93,19 @@ class Path:
                 ns(n, "ip", "addr", "add", addr, "dev", dev)
                 ns(n, "ip", "link", "set", dev, "up")
                 ns(n, "ethtool", "-K", dev, "tso", "off", "gso", "off", "gro", "off")
+                # receive processing on one CPU: packets of one flow sent from two CPUs
+                # would otherwise sit in two per-CPU backlogs and arrive reordered
+                ns(n, "sh", "-c", f"echo 1 > /sys/class/net/{dev}/queues/rx-0/rps_cpus",
+                   check=False)
             ns(self.snd, "ip", "route", "add", "default", "via", "10.77.1.2")
             ns(self.rcv, "ip", "route", "add", "default", "via", "10.77.2.2")
             ns(self.rtr, "sysctl", "-qw", "net.ipv4.ip_forward=1")
             for n in (self.snd, self.rcv):
-                # 64 MiB maxima; a large default receive buffer so the receive window
-                # never limits a GEO slow start; no cached ssthresh between runs
-                ns(n, "sysctl", "-qw", "net.ipv4.tcp_rmem=4096 33554432 67108864")
-                ns(n, "sysctl", "-qw", "net.ipv4.tcp_wmem=4096 16384 67108864")
+                # 256 MiB maxima (>= 64 MiB): a GEO slow start into a 9-BDP pipe needs a
+                # 34 MB window, i.e. a send buffer of twice that; a large default receive
+                # buffer so the receive window never limits it; no cached ssthresh
+                ns(n, "sysctl", "-qw", "net.ipv4.tcp_rmem=4096 67108864 268435456")
+                ns(n, "sysctl", "-qw", "net.ipv4.tcp_wmem=4096 16384 268435456")
                 ns(n, "sysctl", "-qw", "net.ipv4.tcp_no_metrics_save=1")
             self.spawn(self.rcv, "iperf3", "-s")
             time.sleep(0.5)
@@ -145,6 +150,9 @@ class Path:
         for p in self.procs:
             p.kill()
             p.wait()
+        # abort what is left (orphans retrying a FIN would pin the modules for minutes)
+        for n in (self.snd, self.rcv):
+            ns(n, "ss", "-K", "state", "all", check=False)
         for n in (self.snd, self.rtr, self.rcv):
             for pid in sh("ip", "netns", "pids", n, check=False).stdout.split():
                 sh("kill", "-9", pid, check=False)
@@ -166,11 +174,13 @@ class SsWatcher:
             for head, info in self.path.data_sockets():
                 lport = head.split()[3].rsplit(":", 1)[-1]
                 rec = self.seen.setdefault(lport, {"ccs": set(), "bytes_acked": 0, "info": ""})
-                rec["ccs"].update(t for t in info.split() if t in self.names)
                 m = re.search(r"bytes_acked:(\d+)", info)
                 if m and int(m.group(1)) >= rec["bytes_acked"]:
+                    # the algorithm the socket runs now (iperf3 may switch it
+                    # only after connect(), so early samples can name the default)
                     rec["bytes_acked"] = int(m.group(1))
                     rec["info"] = info
+                    rec["ccs"] = {t for t in info.split() if t in self.names}
             time.sleep(0.3)
 
     def __enter__(self):
@@ -219,7 +229,7 @@ def load_modules(build_dir=None):
             sh("modprobe", mod)
 
 
-def unload(mod, tries=20):
+def unload(mod, tries=60):
     """rmmod, retrying while sockets that just closed still hold a reference."""
     r = None
     for _ in range(tries):
@@ -362,6 +372,37 @@ def test_lossy_10mbit(mods, path, cca):
         assert m.group(3) and int(float(m.group(3))) in (1, 2, 3, 4), "state"
 
 
+def test_rmmod_refused_while_in_use_then_idle_works(mods, path):
+    path.shape(["rate", "10mbit", "delay", "10ms", "limit", "1000"])
+    flows = {mod: path.spawn(path.snd, "iperf3", "-c", path.rcv_ip, "-C", name, "-t", "60")
+             for mod, name in MODULES.items()}
+    try:
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            tokens = " ".join(info for _, info in path.data_sockets()).split()
+            if "spline" in tokens and "search" in tokens:
+                break
+            time.sleep(0.3)
+        for mod in MODULES:
+            r = sh("rmmod", mod, check=False)
+            assert r.returncode != 0, f"rmmod {mod} succeeded while a flow used it"
+            assert loaded(mod)
+    finally:
+        for p in flows.values():
+            p.kill()
+            p.wait()
+    # the flows are gone: both modules unload, then load again
+    for mod in MODULES:
+        assert unload(mod, tries=40), f"rmmod {mod} failed when idle"
+        assert not loaded(mod)
+    assert not {"spline", "search"} & available()
+    try:
+        load_modules()
+    except subprocess.CalledProcessError:
+        load_modules(mods)
+    assert {"spline", "search"} <= available()
+
+
 def _geo_path(p):
     p.shape(["delay", GEO_DELAY, "rate", GEO_RATE,
              "limit", str(GEO_BUF_PKTS + GEO_BDP_PKTS // 2 + 1000)],
@@ -454,37 +495,6 @@ def test_stress_20_flows(mods, path, cca):
     assert len(used) >= 20
     assert all(r["ccs"] == {cca} for r in used if r["bytes_acked"] > 100000)
     print(f"\n  {cca} x20: {data['end']['sum_received']['bits_per_second'] / 1e6:.2f} Mbit/s")
-
-
-def test_rmmod_refused_while_in_use_then_idle_works(mods, path):
-    path.shape(["rate", "10mbit", "delay", "10ms", "limit", "1000"])
-    flows = {mod: path.spawn(path.snd, "iperf3", "-c", path.rcv_ip, "-C", name, "-t", "60")
-             for mod, name in MODULES.items()}
-    try:
-        deadline = time.time() + 20
-        while time.time() < deadline:
-            tokens = " ".join(info for _, info in path.data_sockets()).split()
-            if "spline" in tokens and "search" in tokens:
-                break
-            time.sleep(0.3)
-        for mod in MODULES:
-            r = sh("rmmod", mod, check=False)
-            assert r.returncode != 0, f"rmmod {mod} succeeded while a flow used it"
-            assert loaded(mod)
-    finally:
-        for p in flows.values():
-            p.kill()
-            p.wait()
-    # the flows are gone: both modules unload, then load again
-    for mod in MODULES:
-        assert unload(mod, tries=40), f"rmmod {mod} failed when idle"
-        assert not loaded(mod)
-    assert not {"spline", "search"} & available()
-    try:
-        load_modules()
-    except subprocess.CalledProcessError:
-        load_modules(mods)
-    assert {"spline", "search"} <= available()
 
 
 def test_dmesg_clean_after_matrix(dmesg_start):
