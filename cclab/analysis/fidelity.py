@@ -13,8 +13,8 @@ Checks, per direction that carries data:
   rate_backlogged  >= 95 % of the rate while the bottleneck queue holds packets
   link_limited     bulk flows on a clean link (no loss, buffer >= 1 BDP) fill >= 90 % of it
                    (else something other than the emulated link -- CPU -- limited them)
-  queue_within_buffer   queue at the bottleneck (qdisc backlog less the delay line) and the
-                   queueing delay the flows saw (RTT - configured RTT) within the buffer
+  queue_within_buffer   queue at the bottleneck (qdisc backlog less the delay line, p99) and the
+                   queueing delay the flows saw (median RTT - configured RTT) within the buffer
   packet_spacing   time per packet leaving the bottleneck while backlogged close to the ideal
                    serialisation time (capture if given, else qdisc counters)
 and once per run:
@@ -298,7 +298,8 @@ def check_queue(run, direction, th: Thresholds):
         rtt = rtt[rtt["flow"].isin(fl[fl["direction"] == direction].index)]
     rq = math.nan
     if len(rtt):
-        qd_ms = float(np.percentile(rtt["rtt_ms"], 99)) - run.base_rtt() * 1e3
+        # the median: single samples can carry a delayed ACK (>= 40 ms on Linux), not queueing
+        qd_ms = float(np.percentile(rtt["rtt_ms"], 50)) - run.base_rtt() * 1e3
         rq = max(0.0, qd_ms) / 1e3 * rate / (8 * WIRE)
     if not math.isfinite(q99) and not math.isfinite(rq):
         return _check("queue_within_buffer", None, None, expected,
@@ -307,9 +308,10 @@ def check_queue(run, direction, th: Thresholds):
     if math.isfinite(q99) and q99 > lim_q:
         bad.append(f"the bottleneck queue reached {q99:.0f} packets (p99)")
     if math.isfinite(rq) and rq > lim_r:
-        bad.append(f"the flows' RTT implies {rq:.0f} packets of queue (p99 RTT less the configured "
-                   f"RTT): delay is added outside the emulated buffer")
-    msg = (f"queue p99 {q99:.0f} packets at the qdisc, {rq:.0f} implied by the RTT, buffer {cap:.0f}"
+        bad.append(f"the flows' RTT implies {rq:.0f} packets of queue (median RTT less the "
+                   f"configured RTT): delay is added outside the emulated buffer")
+    msg = (f"queue p99 {q99:.0f} packets at the qdisc, {rq:.0f} implied by the median RTT, "
+           f"buffer {cap:.0f}"
            if not bad else "; ".join(bad) + f" (buffer {cap:.0f} packets)")
     return _check("queue_within_buffer", not bad, q99 if math.isfinite(q99) else rq, expected, msg,
                   direction, "packets", rtt_queue_packets=rq)
