@@ -1,0 +1,542 @@
+"""Lab 5 support: connections, TCP_INFO, a two-path topology and the bookkeeping of a per-destination
+congestion-control tuner.  The learning itself (cost, update, choice, loss switch) is what the
+student writes; `Tuner` takes those four functions and does the rest.
+
+What is here:
+- `parse_tcp_info(buf)`: the four `struct tcp_info` fields the tuner reads, by their offsets in
+  Linux's include/uapi/linux/tcp.h (see TCPI_FIELDS);
+- `Tuner`: per-key state (connections seen, per-algorithm cost/count/greedy/min RTT/max rate),
+  "act from the 4th connection to a key", the loss switch, the convergence table;
+- `replay()`: drive a tuner with recorded connections (labs/lab5/connections.csv) instead of live
+  ones: when the tuner picks algorithm A for key K, it gets the next recorded connection that ran A
+  towards K (cycling), so a seeded tuner gives the same table every time;
+- `TwoPaths`: namespaces cli, rtr-a, rtr-b, srv-a, srv-b built with `ip netns`, veth and netem on
+  each router's egress towards its server (the data direction): path A clean, path B lossy;
+- `connect_once()`: one TCP connection from the client namespace: TCP_CONGESTION set before connect,
+  data sent for a fixed time, TCP_INFO read just before an abortive close;
+- `run_live()`: a tuner choosing live, connection after connection, on both paths;
+- `record()` and the command line: record the connections file (instructor).
+
+    python3 labs/lab5/tuner_support.py record --per-arm 12 --out labs/lab5/connections.csv   # root, in the VM
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import os
+import random
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+ARMS = ("cubic", "bbr", "htcp", "dctcp")   # the tuner's choices, in bpftune's order
+DEFAULT_ALG = "cubic"                      # what a connection runs while the tuner is not acting
+MIN_INSTANCES = 4                          # act from the 4th connection to a key
+S = 1_000_000                              # scale of both cost terms
+ALPHA = Fraction(1, 4)                     # learning rate (bpftune: 1/64 ... 1/4)
+EXPLORE = 20                               # explore with probability 1/EXPLORE
+DROP_SHIFT = 6                             # switch to BBR when retransmissions > segs_out >> 6
+PORT = 5001
+
+COLUMNS = ["key", "alg", "cost", "count", "greedy", "min_rtt_us", "max_rate"]
+
+# ------------------------------------------------------------------------------------------ TCP_INFO
+# struct tcp_info (include/uapi/linux/tcp.h).  Eight one-byte fields (state, ca_state, retransmits,
+# probes, backoff, options, the two window scales, the app-limited/fastopen bits) fill bytes 0-7;
+# then 32-bit fields from tcpi_rto (8) to tcpi_total_retrans (100); the first 64-bit field,
+# tcpi_pacing_rate, starts at 104; max_pacing_rate 112, bytes_acked 120, bytes_received 128;
+# then segs_out 136, segs_in 140, notsent_bytes 144, min_rtt 148, data_segs_in 152,
+# data_segs_out 156, and delivery_rate, 64-bit, at 160.  All native byte order.
+TCPI_FIELDS = {
+    "snd_mss": (16, "I"),          # bytes
+    "rtt": (68, "I"),              # smoothed RTT, us
+    "snd_cwnd": (80, "I"),         # packets
+    "total_retrans": (100, "I"),   # segments retransmitted over the connection's life
+    "bytes_acked": (120, "Q"),
+    "segs_out": (136, "I"),        # segments sent, retransmissions included
+    "min_rtt": (148, "I"),         # us, the connection's windowed minimum
+    "delivery_rate": (160, "Q"),   # bytes/s, the most recent delivery-rate sample
+}
+TCPI_MIN_LEN = 168                 # kernels >= 4.9 return at least this much
+
+
+def parse_tcp_info(buf: bytes) -> dict:
+    """The fields of TCPI_FIELDS from a raw getsockopt(TCP_INFO) buffer."""
+    if len(buf) < TCPI_MIN_LEN:
+        raise ValueError(f"struct tcp_info too short: {len(buf)} bytes (need {TCPI_MIN_LEN})")
+    return {k: struct.unpack_from("=" + f, buf, off)[0] for k, (off, f) in TCPI_FIELDS.items()}
+
+
+def tcp_info(sock: socket.socket) -> dict:
+    return parse_tcp_info(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 256))
+
+
+def congestion_control(sock: socket.socket) -> str:
+    return sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, 16).split(b"\0")[0].decode()
+
+
+# ------------------------------------------------------------------------------------------ tuner
+@dataclass
+class Arm:
+    """What the tuner knows of one algorithm towards one key."""
+    cost: int | None = None        # None until a connection using it closed
+    count: int = 0                 # connections that closed running it
+    greedy: int = 0                # ... of which when no other algorithm had a lower cost
+    min_rtt: int = 0               # us, 0 = none yet
+    max_rate: int = 0              # bytes/s, its best delivery rate ever
+
+
+@dataclass
+class Host:
+    """One key (the route's gateway): every destination behind it shares this state."""
+    min_rtt: int = 0               # us, lowest min RTT of any connection, 0 = none yet
+    max_rate: int = 0              # bytes/s, highest delivery rate of any connection
+    instances: int = 0             # connections opened to the key
+    arms: dict = field(default_factory=lambda: {a: Arm() for a in ARMS})
+
+
+@dataclass
+class Decision:
+    key: str
+    alg: str                       # the algorithm the connection starts with
+    acting: bool                   # False for the first MIN_INSTANCES - 1 connections to a key
+    instance: int
+
+
+def as_cost(c):
+    """An untried algorithm counts as cost 0 (bpftune's maps start at zero): it gets tried."""
+    return 0 if c is None else c
+
+
+class Tuner:
+    """Per-key bookkeeping around the four functions a student writes:
+
+    cost(host, arm, min_rtt, rate) -> int            updates host and arm minima/maxima first
+    update(old, new, alpha) -> int                   old is None for an untried algorithm
+    choose(costs, rng) -> str                        costs: {alg: int | None}, rng: random.Random
+    should_switch(total_retrans, segs_out) -> bool
+    """
+
+    def __init__(self, cost, update, choose, should_switch, seed=0, alpha=ALPHA,
+                 switch_mode="early"):
+        if switch_mode not in ("early", "all", "off"):
+            raise ValueError(switch_mode)
+        self.cost_fn, self.update_fn, self.choose_fn = cost, update, choose
+        self.switch_fn = should_switch
+        self.rng = random.Random(seed)
+        self.alpha = alpha
+        self.switch_mode = switch_mode
+        self.hosts: dict[str, Host] = {}
+
+    def connect(self, key: str) -> Decision:
+        h = self.hosts.setdefault(key, Host())
+        h.instances += 1
+        if h.instances < MIN_INSTANCES:
+            return Decision(key, DEFAULT_ALG, False, h.instances)
+        alg = self.choose_fn({a: h.arms[a].cost for a in ARMS}, self.rng)
+        if alg not in ARMS:
+            raise ValueError(f"choose() returned {alg!r}, not one of {ARMS}")
+        return Decision(key, alg, True, h.instances)
+
+    def switch_now(self, d: Decision, total_retrans: int, segs_out: int) -> bool:
+        """Asked while the connection runs: should it move to BBR now?"""
+        if self.switch_mode == "off" or (self.switch_mode == "early" and d.acting):
+            return False
+        return bool(self.switch_fn(total_retrans, segs_out))
+
+    def close(self, d: Decision, final_alg: str, min_rtt: int, rate: int):
+        """Learn from a closed connection; returns its cost (None when the tuner is not acting)."""
+        if not d.acting:
+            return None
+        h = self.hosts[d.key]
+        arm = h.arms[final_alg]
+        c = int(self.cost_fn(h, arm, int(min_rtt), int(rate)))
+        mine = as_cost(arm.cost)
+        greedy = all(as_cost(o.cost) >= mine for a, o in h.arms.items() if a != final_alg)
+        arm.cost = int(self.update_fn(arm.cost, c, self.alpha))
+        arm.count += 1
+        arm.greedy += int(greedy)
+        return c
+
+    def table(self):
+        import pandas as pd
+        rows = [{"key": k, "alg": a, "cost": as_cost(m.cost), "count": m.count, "greedy": m.greedy,
+                 "min_rtt_us": m.min_rtt, "max_rate": m.max_rate}
+                for k, h in self.hosts.items() for a, m in h.arms.items()]
+        return pd.DataFrame(rows, columns=COLUMNS)
+
+    def best(self, key: str) -> str:
+        """The algorithm with the lowest cost among those tried towards `key`."""
+        arms = self.hosts[key].arms
+        tried = [a for a in ARMS if arms[a].count]
+        return min(tried, key=lambda a: (arms[a].cost, ARMS.index(a))) if tried else DEFAULT_ALG
+
+
+def show(table) -> str:
+    """The convergence table in the layout of bpftune's documentation (rates also in Mbit/s)."""
+    lines = [f"{'Key':>15} {'CongAlg':>8} {'Metric':>10} {'Count':>6} {'Greedy':>7} "
+             f"{'MinRtt(us)':>11} {'MaxRtDlvr(B/s)':>15} {'(Mbit/s)':>9}"]
+    for r in table.itertuples():
+        lines.append(f"{r.key:>15} {r.alg:>8} {r.cost:>10} {r.count:>6} {r.greedy:>7} "
+                     f"{r.min_rtt_us:>11} {r.max_rate:>15} {r.max_rate * 8 / 1e6:>9.2f}")
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------------ replay
+def load_connections(path=None):
+    """The recorded connections: one row per connection, started with `alg` towards `key`."""
+    import pandas as pd
+    if path is None:
+        for cand in (Path.cwd() / "lab5-connections.csv", HERE / "connections.csv"):
+            if cand.is_file():
+                path = cand
+                break
+    return pd.read_csv(path, dtype={"key": str})
+
+
+def replay(tuner: Tuner, conns, n_per_key: int, keys=None):
+    """Open `n_per_key` connections to each key (round robin over the keys), answering each with the
+    next recorded connection that ran the chosen algorithm towards that key.  The first
+    MIN_INSTANCES - 1 connections to a key are not learned from and use no recorded row.
+    Returns the log: one row per connection."""
+    import pandas as pd
+    keys = list(keys) if keys is not None else list(dict.fromkeys(conns["key"]))
+    pools = {(k, a): g.reset_index(drop=True) for (k, a), g in conns.groupby(["key", "alg"])}
+    path_of = dict(zip(conns["key"], conns["path"])) if "path" in conns else {}
+    used: dict = {}
+    log = []
+    for i in range(n_per_key):
+        for k in keys:
+            d = tuner.connect(k)
+            row = {"n": i, "path": path_of.get(k, ""), "key": k, "alg": d.alg, "acting": d.acting, "final_alg": d.alg,
+                   "min_rtt_us": None, "delivery_rate": None, "total_retrans": None,
+                   "segs_out": None, "cost": None}
+            if d.acting:
+                pool = pools.get((k, d.alg))
+                if pool is None or not len(pool):
+                    raise KeyError(f"no recorded connection ran {d.alg} towards {k}")
+                j = used.get((k, d.alg), 0)
+                used[(k, d.alg)] = j + 1
+                rec = pool.iloc[j % len(pool)]
+                row["min_rtt_us"], row["delivery_rate"] = int(rec["min_rtt_us"]), int(rec["delivery_rate"])
+                row["total_retrans"], row["segs_out"] = int(rec["total_retrans"]), int(rec["segs_out"])
+                row["cost"] = tuner.close(d, d.alg, row["min_rtt_us"], row["delivery_rate"])
+            log.append(row)
+    return pd.DataFrame(log)
+
+
+def replay_log(tuner: Tuner, log):
+    """Feed a tuner the measurements of a live run's log, in order, and return the algorithm it
+    starts each connection with: a seeded tuner that decides like the one that ran live gives
+    back the log's `alg` column."""
+    chosen = []
+    for r in log.itertuples():
+        d = tuner.connect(r.key)
+        chosen.append(d.alg)
+        if d.acting:
+            tuner.close(d, r.final_alg, int(r.min_rtt_us), int(r.delivery_rate))
+    return chosen
+
+
+# ------------------------------------------------------------------------------------------ topology
+def sh(*args, check=True):
+    r = subprocess.run([str(a) for a in args], capture_output=True, text=True)
+    if check and r.returncode != 0:
+        raise RuntimeError(f"{' '.join(map(str, args))}: {r.stderr.strip()}")
+    return r
+
+
+@dataclass
+class PathSpec:
+    name: str
+    rate: str = "20mbit"
+    delay: str = "20ms"
+    loss: float = 0.0              # percent, on the data direction
+    limit: int = 1000              # netem queue, packets
+
+
+CLEAN = PathSpec("clean")
+LOSSY = PathSpec("lossy", loss=10.0)
+
+SINK = r"""
+import socket, threading
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("0.0.0.0", %d)); s.listen(64)
+def drain(c):
+    try:
+        while c.recv(1 << 16):
+            pass
+    except OSError:
+        pass
+    c.close()
+while True:
+    c, _ = s.accept()
+    threading.Thread(target=drain, args=(c,), daemon=True).start()
+""" % PORT
+
+
+def load_modules():
+    for m in ("tcp_bbr", "tcp_htcp", "tcp_dctcp", "sch_netem"):
+        sh("modprobe", m, check=False)
+    have = Path("/proc/sys/net/ipv4/tcp_available_congestion_control").read_text().split()
+    missing = [a for a in ARMS if a not in have]
+    if missing:
+        raise RuntimeError(f"congestion controls not available: {missing} (modprobe tcp_<name>)")
+
+
+class TwoPaths:
+    """cli --a0-- rtr-a --s-- srv-a (10.52.1.2)    path A: `a` spec
+       cli --b0-- rtr-b --s-- srv-b (10.52.2.2)    path B: `b` spec
+    The client reaches each server through its own gateway (10.51.1.1, 10.51.2.1), so each path
+    is its own key.  netem (delay, rate, loss, queue limit) sits on each router's egress towards
+    its server: the data direction.  The ACK direction has no delay, so the RTT is the delay."""
+
+    def __init__(self, a: PathSpec = CLEAN, b: PathSpec = LOSSY):
+        tag = uuid.uuid4().hex[:6]
+        self.ns = {r: f"l5-{tag}-{r}" for r in ("cli", "rtr-a", "rtr-b", "srv-a", "srv-b")}
+        self.specs = {"a": a, "b": b}
+        self.dst = {"a": "10.52.1.2", "b": "10.52.2.2"}
+        self.procs: list[subprocess.Popen] = []
+
+    def run(self, node, *args, check=True):
+        return sh("ip", "netns", "exec", self.ns[node], *args, check=check)
+
+    def __enter__(self):
+        try:
+            self._build()
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def _build(self):
+        load_modules()
+        for n in self.ns.values():
+            sh("ip", "netns", "add", n)
+            sh("ip", "-n", n, "link", "set", "lo", "up")
+        links = []
+        for p, i in (("a", 1), ("b", 2)):
+            rtr, srv = f"rtr-{p}", f"srv-{p}"
+            links += [("cli", f"{p}0", f"10.51.{i}.2/24", rtr, "c", f"10.51.{i}.1/24"),
+                      (rtr, "s", f"10.52.{i}.1/24", srv, "e0", f"10.52.{i}.2/24")]
+        for n1, d1, a1, n2, d2, a2 in links:
+            sh("ip", "link", "add", d1, "netns", self.ns[n1], "type", "veth", "peer", "name", d2,
+               "netns", self.ns[n2])
+            for n, d, a in ((n1, d1, a1), (n2, d2, a2)):
+                sh("ip", "-n", self.ns[n], "addr", "add", a, "dev", d)
+                sh("ip", "-n", self.ns[n], "link", "set", d, "up")
+                # one packet per MTU through netem: no segmentation offloads
+                self.run(n, "ethtool", "-K", d, "tso", "off", "gso", "off", "gro", "off", check=False)
+        for p, i in (("a", 1), ("b", 2)):
+            sh("ip", "-n", self.ns["cli"], "route", "add", f"10.52.{i}.0/24", "via", f"10.51.{i}.1")
+            sh("ip", "-n", self.ns[f"srv-{p}"], "route", "add", "default", "via", f"10.52.{i}.1")
+            self.run(f"rtr-{p}", "sysctl", "-qw", "net.ipv4.ip_forward=1")
+            s = self.specs[p]
+            args = ["delay", s.delay, "rate", s.rate, "limit", str(s.limit)]
+            if s.loss:
+                args += ["loss", f"{s.loss}%"]
+            sh("tc", "-n", self.ns[f"rtr-{p}"], "qdisc", "replace", "dev", "s", "root", "netem", *args)
+        for k, v in (("net.ipv4.tcp_no_metrics_save", "1"),     # no per-destination memory
+                     ("net.ipv4.tcp_wmem", "4096 16384 16777216"),
+                     ("net.ipv4.tcp_rmem", "4096 131072 16777216")):
+            for n in ("cli", "srv-a", "srv-b"):
+                self.run(n, "sysctl", "-qw", f"{k}={v}")
+        for p in ("a", "b"):
+            self.procs.append(subprocess.Popen(
+                ["ip", "netns", "exec", self.ns[f"srv-{p}"], sys.executable, "-c", SINK],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        self.client = NetnsThread(self.ns["cli"])
+        for p in ("a", "b"):
+            self._wait_listening(p)
+
+    def _wait_listening(self, p, timeout=20.0):
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            out = self.run(f"srv-{p}", "ss", "-ltnH", f"sport = :{PORT}", check=False).stdout
+            if out.strip():
+                return
+            time.sleep(0.1)
+        raise RuntimeError(f"the sink on srv-{p} did not start")
+
+    def key(self, p: str) -> str:
+        return gateway_key(self.ns["cli"], self.dst[p])
+
+    def connect_once(self, p: str, alg: str, duration: float, switch=None) -> dict:
+        return self.client.call(connect_once, self.dst[p], alg, duration, switch)
+
+    def __exit__(self, *exc):
+        client = getattr(self, "client", None)
+        if client is not None:
+            client.close()
+        for pr in self.procs:
+            pr.kill()
+            pr.wait()
+        for n in self.ns.values():
+            pids = sh("ip", "netns", "pids", n, check=False).stdout.split()
+            for pid in pids:
+                sh("kill", "-9", pid, check=False)
+            sh("ip", "netns", "del", n, check=False)
+        return False
+
+
+def gateway_key(netns: str | None, dst: str) -> str:
+    """The tuner's key for `dst`: the gateway of the route to it (`ip -j route get`).  Destinations
+    reached on-link have no gateway and share the key 0.0.0.0, as in bpftune."""
+    cmd = ["ip", "-j", "route", "get", dst]
+    if netns:
+        cmd = ["ip", "-n", netns] + cmd[1:]
+    routes = json.loads(sh(*cmd).stdout or "[]")
+    return routes[0].get("gateway", "0.0.0.0") if routes else "0.0.0.0"
+
+
+class NetnsThread:
+    """One worker thread moved into a network namespace with setns(2) (a thread's network namespace
+    is its own): sockets it creates live in that namespace."""
+
+    CLONE_NEWNET = 0x40000000
+
+    def __init__(self, name: str):
+        self.pool = ThreadPoolExecutor(max_workers=1, initializer=self._enter, initargs=(name,))
+        self.pool.submit(lambda: None).result()
+
+    @classmethod
+    def _enter(cls, name):
+        libc = ctypes.CDLL(None, use_errno=True)
+        fd = os.open(f"/run/netns/{name}", os.O_RDONLY)
+        try:
+            if libc.setns(fd, cls.CLONE_NEWNET) != 0:
+                raise OSError(ctypes.get_errno(), f"setns {name}")
+        finally:
+            os.close(fd)
+
+    def call(self, fn, *args):
+        return self.pool.submit(fn, *args).result()
+
+    def close(self):
+        self.pool.shutdown(wait=True)
+
+
+# ------------------------------------------------------------------------------------------ one connection
+def connect_once(dst: str, alg: str, duration: float, switch=None, port: int = PORT,
+                 poll: float = 0.02) -> dict:
+    """Open a TCP connection to dst running `alg`, send as fast as it goes for `duration` seconds,
+    read TCP_INFO and close.  `switch(total_retrans, segs_out)` is asked every `poll` seconds while
+    it runs; when it says yes the connection moves to BBR (setsockopt on the live socket).
+    The close is abortive (SO_LINGER 0): data still queued is dropped instead of competing with
+    the next connection."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, alg.encode())
+        s.settimeout(5.0)
+        s.connect((dst, port))
+        s.settimeout(poll)
+        chunk = bytes(1 << 16)
+        began = time.monotonic()
+        next_poll = began + poll
+        switched_at = None
+        sent = 0
+        while True:
+            now = time.monotonic()
+            if now - began >= duration:
+                break
+            try:
+                sent += s.send(chunk)
+            except (socket.timeout, BlockingIOError):
+                pass
+            if switch is not None and switched_at is None and now >= next_poll:
+                i = tcp_info(s)
+                if switch(i["total_retrans"], i["segs_out"]):
+                    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, b"bbr")
+                    switched_at = now - began
+                next_poll = now + poll
+        info = tcp_info(s)                 # just before close, as bpftune reads it at FIN_WAIT1
+        final = congestion_control(s)
+        took = time.monotonic() - began
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    finally:
+        s.close()
+    return {"alg": alg, "final_alg": final, "switched_at": switched_at, "duration": took,
+            "sent": sent, "min_rtt_us": info["min_rtt"], "delivery_rate": info["delivery_rate"],
+            "total_retrans": info["total_retrans"], "segs_out": info["segs_out"],
+            "bytes_acked": info["bytes_acked"], "rtt_us": info["rtt"], "cwnd": info["snd_cwnd"]}
+
+
+# ------------------------------------------------------------------------------------------ live runs
+MODES = {   # connections per path, seconds each
+    "quick": {"n": 40, "duration": 0.4},
+    "full": {"n": 120, "duration": 1.0},
+}
+
+
+def run_live(tuner: Tuner, n: int, duration: float, a: PathSpec = CLEAN, b: PathSpec = LOSSY,
+             progress=None):
+    """Open `n` connections to each path (alternating A, B), the tuner choosing each one's algorithm.
+    Returns (log, keys): one row per connection, and {path: key}."""
+    import pandas as pd
+    rows = []
+    with TwoPaths(a, b) as net:
+        keys = {"a": net.key("a"), "b": net.key("b")}
+        for i in range(n):
+            for p in ("a", "b"):
+                d = tuner.connect(keys[p])
+                r = net.connect_once(p, d.alg, duration,
+                                     lambda rt, so, d=d: tuner.switch_now(d, rt, so))
+                r.update({"n": i, "path": net.specs[p].name, "key": keys[p], "acting": d.acting,
+                          "cost": tuner.close(d, r["final_alg"], r["min_rtt_us"], r["delivery_rate"])})
+                rows.append(r)
+            if progress and (i + 1) % 10 == 0:
+                progress(f"{i + 1}/{n} connections per path")
+    cols = ["n", "path", "key", "alg", "acting", "final_alg", "switched_at", "min_rtt_us",
+            "delivery_rate", "total_retrans", "segs_out", "bytes_acked", "rtt_us", "cwnd", "sent",
+            "duration", "cost"]
+    return pd.DataFrame(rows)[cols], {net.specs[p].name: keys[p] for p in ("a", "b")}
+
+
+def record(per_arm: int, duration: float, a: PathSpec = CLEAN, b: PathSpec = LOSSY, progress=print):
+    """Connections for replay: `per_arm` per algorithm per path, no tuner, no switch, round robin."""
+    import pandas as pd
+    rows = []
+    with TwoPaths(a, b) as net:
+        keys = {"a": net.key("a"), "b": net.key("b")}
+        for i in range(per_arm):
+            for p in ("a", "b"):
+                for alg in ARMS:
+                    r = net.connect_once(p, alg, duration)
+                    r.update({"path": net.specs[p].name, "key": keys[p], "round": i})
+                    rows.append(r)
+            progress(f"round {i + 1}/{per_arm}")
+    cols = ["round", "path", "key", "alg", "final_alg", "min_rtt_us", "delivery_rate",
+            "total_retrans", "segs_out", "bytes_acked", "rtt_us", "cwnd", "sent", "duration"]
+    return pd.DataFrame(rows)[cols]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description="lab 5: record connections for replay")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("record")
+    r.add_argument("--per-arm", type=int, default=12)
+    r.add_argument("--duration", type=float, default=MODES["quick"]["duration"])
+    r.add_argument("--out", default=str(HERE / "connections.csv"))
+    a = ap.parse_args(argv)
+    if a.cmd == "record":
+        df = record(a.per_arm, a.duration)
+        df.to_csv(a.out, index=False)
+        print(df.groupby(["path", "alg"])[["min_rtt_us", "delivery_rate", "total_retrans", "segs_out"]]
+              .median().to_string())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
