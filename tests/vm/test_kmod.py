@@ -104,7 +104,7 @@ class Path:
                 # 256 MiB maxima (>= 64 MiB): a GEO slow start into a 9-BDP pipe needs a
                 # 34 MB window, i.e. a send buffer of twice that; a large default receive
                 # buffer so the receive window never limits it; no cached ssthresh
-                ns(n, "sysctl", "-qw", "net.ipv4.tcp_rmem=4096 67108864 268435456")
+                ns(n, "sysctl", "-qw", "net.ipv4.tcp_rmem=4096 134217728 268435456")
                 ns(n, "sysctl", "-qw", "net.ipv4.tcp_wmem=4096 16384 268435456")
                 ns(n, "sysctl", "-qw", "net.ipv4.tcp_no_metrics_save=1")
             self.spawn(self.rcv, "iperf3", "-s")
@@ -134,9 +134,9 @@ class Path:
             data = {"error": r.stdout[-300:] + r.stderr[-300:]}
         return data
 
-    def data_sockets(self):
+    def data_sockets(self, port=5201):
         """ss -tin lines of the sender's sockets towards iperf3: (head, info) pairs."""
-        out = ns(self.snd, "ss", "-tinH", "dst", f"{self.rcv_ip}:5201", check=False).stdout
+        out = ns(self.snd, "ss", "-tinH", "dst", f"{self.rcv_ip}:{port}", check=False).stdout
         socks, head = [], None
         for line in out.splitlines():
             if not line.startswith((" ", "\t")):
@@ -175,6 +175,8 @@ class SsWatcher:
                 lport = head.split()[3].rsplit(":", 1)[-1]
                 rec = self.seen.setdefault(lport, {"ccs": set(), "bytes_acked": 0, "info": ""})
                 m = re.search(r"bytes_acked:(\d+)", info)
+                if not m and not rec["bytes_acked"]:
+                    rec["ccs"] = {t for t in info.split() if t in self.names}
                 if m and int(m.group(1)) >= rec["bytes_acked"]:
                     # the algorithm the socket runs now (iperf3 may switch it
                     # only after connect(), so early samples can name the default)
@@ -374,15 +376,21 @@ def test_lossy_10mbit(mods, path, cca):
 
 def test_rmmod_refused_while_in_use_then_idle_works(mods, path):
     path.shape(["rate", "10mbit", "delay", "10ms", "limit", "1000"])
-    flows = {mod: path.spawn(path.snd, "iperf3", "-c", path.rcv_ip, "-C", name, "-t", "60")
-             for mod, name in MODULES.items()}
+    path.spawn(path.rcv, "iperf3", "-s", "-p", "5202")     # one server per flow
+    time.sleep(0.5)
+    flows = {mod: path.spawn(path.snd, "iperf3", "-c", path.rcv_ip, "-p", str(port),
+                             "-C", name, "-t", "60")
+             for port, (mod, name) in zip((5201, 5202), MODULES.items())}
     try:
         deadline = time.time() + 20
+        tokens = []
         while time.time() < deadline:
-            tokens = " ".join(info for _, info in path.data_sockets()).split()
+            tokens = " ".join(info for port in (5201, 5202)
+                              for _, info in path.data_sockets(port)).split()
             if "spline" in tokens and "search" in tokens:
                 break
             time.sleep(0.3)
+        assert "spline" in tokens and "search" in tokens, "flows did not start"
         for mod in MODULES:
             r = sh("rmmod", mod, check=False)
             assert r.returncode != 0, f"rmmod {mod} succeeded while a flow used it"
@@ -445,8 +453,8 @@ def test_geo_search_exits_before_loss_cubic_does_not(mods):
                       f"-> {'before loss' if ok else 'NOT before loss'}")
             with open("/sys/module/tcp_cubic/parameters/hystart", "w") as f:
                 f.write("0")
-            data = p.iperf3("-C", "cubic", "-t", str(GEO_SECONDS), "-i", "0.5",
-                            timeout=GEO_SECONDS + 60)
+            data = p.iperf3("-C", "cubic", "-t", str(GEO_SECONDS + 4), "-i", "0.5",
+                            timeout=GEO_SECONDS + 64)
             assert "error" not in data, data.get("error")
             cubic_rtx = data["end"]["sum_sent"].get("retransmits", 0)
             print(f"  cubic (hystart=0): first retransmission at {_first_retrans_time(data)} s, "
