@@ -272,11 +272,20 @@ def _manifest(d: Path) -> dict:
     return json.loads((Path(d) / "manifest.json").read_text())
 
 
+_CACHE: dict = {}          # this module's own cache: (path, size, mtime) -> DataFrame
+
+
 def _csv(d: Path, name: str) -> pd.DataFrame:
     p = Path(d) / f"{name}.csv"
-    if not p.is_file() or p.stat().st_size == 0:
+    if not p.is_file():
         return pd.DataFrame()
-    return pd.read_csv(p)
+    st = p.stat()
+    if st.st_size == 0:
+        return pd.DataFrame()
+    key = (str(p.resolve()), st.st_size, st.st_mtime_ns)
+    if key not in _CACHE:
+        _CACHE[key] = pd.read_csv(p)
+    return _CACHE[key].copy()
 
 
 def _profile_name(m: dict) -> str:
