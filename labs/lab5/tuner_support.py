@@ -462,12 +462,13 @@ def connect_once(dst: str, alg: str, duration: float, switch=None, port: int = P
                     switched_at = now - began
                 next_poll = now + poll
         info = tcp_info(s)                 # just before close, as bpftune reads it at FIN_WAIT1
-        final = congestion_control(s)
+        kernel_cc = congestion_control(s)   # "dctcp-reno": DCTCP's fallback without ECN
         took = time.monotonic() - began
         s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     finally:
         s.close()
-    return {"alg": alg, "final_alg": final, "switched_at": switched_at, "duration": took,
+    return {"alg": alg, "final_alg": "bbr" if switched_at is not None else alg,
+            "cc_at_close": kernel_cc, "switched_at": switched_at, "duration": took,
             "sent": sent, "min_rtt_us": info["min_rtt"], "delivery_rate": info["delivery_rate"],
             "total_retrans": info["total_retrans"], "segs_out": info["segs_out"],
             "bytes_acked": info["bytes_acked"], "rtt_us": info["rtt"], "cwnd": info["snd_cwnd"]}
@@ -476,7 +477,7 @@ def connect_once(dst: str, alg: str, duration: float, switch=None, port: int = P
 # ------------------------------------------------------------------------------------------ live runs
 MODES = {   # connections per path, seconds each
     "quick": {"n": 40, "duration": 0.4},
-    "full": {"n": 120, "duration": 1.0},
+    "full": {"n": 150, "duration": 0.5},
 }
 
 
@@ -498,7 +499,7 @@ def run_live(tuner: Tuner, n: int, duration: float, a: PathSpec = CLEAN, b: Path
                 rows.append(r)
             if progress and (i + 1) % 10 == 0:
                 progress(f"{i + 1}/{n} connections per path")
-    cols = ["n", "path", "key", "alg", "acting", "final_alg", "switched_at", "min_rtt_us",
+    cols = ["n", "path", "key", "alg", "acting", "final_alg", "cc_at_close", "switched_at", "min_rtt_us",
             "delivery_rate", "total_retrans", "segs_out", "bytes_acked", "rtt_us", "cwnd", "sent",
             "duration", "cost"]
     return pd.DataFrame(rows)[cols], {net.specs[p].name: keys[p] for p in ("a", "b")}
@@ -517,7 +518,7 @@ def record(per_arm: int, duration: float, a: PathSpec = CLEAN, b: PathSpec = LOS
                     r.update({"path": net.specs[p].name, "key": keys[p], "round": i})
                     rows.append(r)
             progress(f"round {i + 1}/{per_arm}")
-    cols = ["round", "path", "key", "alg", "final_alg", "min_rtt_us", "delivery_rate",
+    cols = ["round", "path", "key", "alg", "final_alg", "cc_at_close", "min_rtt_us", "delivery_rate",
             "total_retrans", "segs_out", "bytes_acked", "rtt_us", "cwnd", "sent", "duration"]
     return pd.DataFrame(rows)[cols]
 
