@@ -63,6 +63,9 @@ def test_student_version_has_no_solutions_hidden_tests_or_reference(dist):
     assert "grader.check" in text and "q6" in text
     assert (stu / "tuner_support.py").is_file() and (stu / "lab5-connections.csv").is_file()
     assert not (stu / "lab5_reference.py").exists()
+    for cell in nbformat.read(stu / "lab5.ipynb", as_version=4).cells:
+        if cell.cell_type == "code":
+            compile(cell.source, "<student cell>", "exec")          # stubs are valid Python
     zips = sorted((dist / "autograder").glob("*-autograder_*.zip"))
     assert zips
     with zipfile.ZipFile(zips[-1]) as z:
