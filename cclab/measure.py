@@ -3,9 +3,9 @@
     iperf3 -J            flows.csv, iperf.csv      (sender side: cwnd, rtt, retransmits)
     sock_diag, 20 Hz     ss.csv                    (what ss -ti shows: cwnd, ssthresh, rtt,
                                                     pacing, delivery, retransmissions, module
-                                                    info like bbr:(...); see sockdiag.py)
+                                                    info like bbr:(...); see netlink.py)
     tcp:tcp_probe        probe.csv                 (per ACK: cwnd, ssthresh, srtt)
-    tc -s -j qdisc       qdisc.csv                 (backlog and drops at the bottleneck)
+    rtnetlink, 10 Hz     qdisc.csv                 (what tc -s qdisc shows: backlog, drops)
     ping -D              ping.csv                  (RTT idle and under load)
     tcpdump (optional)   raw/capture-<host>.pcap   (open with tshark or Wireshark)
 
@@ -21,8 +21,8 @@ import threading
 import time
 from pathlib import Path
 
+from . import netlink
 from .spec import Experiment, Flow
-from . import topo
 
 TRACEFS = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
 
@@ -46,6 +46,10 @@ def iperf_client(f: Flow, dst: str, port: int, interval: float) -> list[str]:
         if f.rate:
             argv += ["-b", str(int(f.rate))]
     return argv
+
+
+def ping(dst: str, interval: float) -> list[str]:
+    return ["ping", "-D", "-O", "-n", "-i", f"{interval:g}", dst]
 
 
 def ping(dst: str, interval: float) -> list[str]:
@@ -170,59 +174,32 @@ class ProbeTracer:
 
 # ---------------------------------------------------------------- parsers
 
-def parse_sockets(text: str, host: str, t0: float, flow_of) -> list[dict]:
-    """Rows for ss.csv from the socket sampler's JSON lines; flow_of(local_port, peer_port)
-    gives the flow number, or None for sockets that are not a flow's data connection."""
+def parse_sockets(path, host: str, t0: float, flow_of) -> list[dict]:
+    """Rows for ss.csv from a socket recording; flow_of(local_port, peer_port) gives the flow
+    number, or None for sockets that are not a flow's data connection."""
     rows = []
-    for line in text.splitlines():
-        try:
-            sample = json.loads(line)
-        except ValueError:
-            continue                            # a line cut short by the end of the run
-        for r in sample.get("s", []):
-            flow = flow_of(r["local_port"], r["peer_port"])
-            if flow is None:
-                continue
-            rows.append(dict(r, t=round(sample["t"] - t0, 6), flow=flow, host=host))
+    for stamp, raw in netlink.read_records(path):
+        for sock in netlink.parse_sockets(raw):
+            flow = flow_of(sock["local_port"], sock["peer_port"])
+            if flow is not None:
+                rows.append(dict(netlink.row(sock), t=round(stamp - t0, 6), flow=flow, host=host))
     return rows
 
 
-def parse_stamped(text: str):
-    """Split qdisc sampler output into (epoch, dev, block text)."""
-    stamp, dev, lines = None, None, []
-    for line in text.splitlines():
-        if line.startswith("@"):
-            if stamp is not None:
-                yield stamp, dev, "\n".join(lines)
-            head = line[1:].split()
-            try:
-                stamp, dev = float(head[0]), (head[1] if len(head) > 1 else None)
-            except (ValueError, IndexError):
-                stamp = None
-            lines = []
-        else:
-            lines.append(line)
-    if stamp is not None:
-        yield stamp, dev, "\n".join(lines)
-
-
-def parse_tc(text: str, node: str, directions: dict[str, str], t0: float) -> list[dict]:
-    """Rows for qdisc.csv; directions maps each sampled device to down or up."""
+def parse_qdiscs(path, node: str, devs: dict[int, tuple[str, str]], t0: float) -> list[dict]:
+    """Rows for qdisc.csv from a qdisc recording; devs maps ifindex to (device, direction)."""
     rows = []
-    for stamp, dev, block in parse_stamped(text):
-        try:
-            qdiscs = json.loads(block or "[]")
-        except ValueError:
-            continue
-        for q in qdiscs:
+    for stamp, raw in netlink.read_records(path):
+        for q in netlink.parse_qdiscs(raw):
+            if q["ifindex"] not in devs:
+                continue
+            dev, direction = devs[q["ifindex"]]
             rows.append({"t": round(stamp - t0, 6), "node": node, "dev": dev,
-                         "direction": directions.get(dev), "kind": q.get("kind"),
-                         "handle": q.get("handle"),
-                         "parent": "root" if q.get("root") else q.get("parent"),
-                         "bytes": q.get("bytes"), "packets": q.get("packets"),
-                         "drops": q.get("drops"), "overlimits": q.get("overlimits"),
-                         "requeues": q.get("requeues"), "backlog_bytes": q.get("backlog"),
-                         "backlog_packets": q.get("qlen")})
+                         "direction": direction, "kind": q.get("kind"), "handle": q["handle"],
+                         "parent": q["parent"], "bytes": q.get("bytes"),
+                         "packets": q.get("packets"), "drops": q.get("drops"),
+                         "overlimits": q.get("overlimits"), "requeues": q.get("requeues"),
+                         "backlog_bytes": q.get("backlog"), "backlog_packets": q.get("qlen")})
     return rows
 
 

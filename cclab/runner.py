@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import dynamics, measure, results, state, tc, topo
+from . import dynamics, measure, netlink, results, state, tc, topo
 from .profiles import KIT_DIR
 from .spec import Experiment, available_ccas
 
@@ -216,6 +216,8 @@ class Run:
         self.warnings: list[str] = []
         self.net = None
         self.tracer = None
+        self.recorder = None
+        self.ifindex = {}                           # node -> {ifindex: (dev, direction)}
         self.batch = {}                             # node -> tc -batch Popen
 
     # -- helpers
@@ -288,7 +290,6 @@ class Run:
         self._snapshot()
         ports = [exp.port(i) for i in range(len(exp.flows))]
         m = exp.measure
-        env = dict(os.environ, PYTHONPATH=str(KIT_DIR) + os.pathsep + os.environ.get("PYTHONPATH", ""))
         # measurements
         if m.tcp_probe:
             self.tracer = measure.ProbeTracer(ports, self.raw / "tcp_probe.txt")
@@ -298,19 +299,17 @@ class Run:
                 self.warnings.append(f"tcp_probe unavailable: {e}")
                 self.tracer = None
         senders = sorted({topo.endpoints(f.direction, f.pair)[0] for f in exp.flows})
-        if m.ss:
-            for h in senders:
-                self.popen(self.net.node(h), measure.socket_sampler(
-                    sys.executable, m.ss_hz, str(self.raw / f"ss-{h}.jsonl"), ports),
-                    f"socket sampler {h}", env=env)
-        if m.qdisc:
-            by_node = {}
-            for s in topo.shaped(exp.link):
-                by_node.setdefault(s.node, []).append(s.dev)
-            for node, devs in by_node.items():
-                self.popen(self.net.node(node), measure.qdisc_sampler(
-                    sys.executable, m.qdisc_hz, str(self.raw / f"qdisc-{node}.txt"), devs),
-                    f"qdisc sampler {node}", env=env)
+        if m.ss or m.qdisc:
+            self.recorder = netlink.Recorder()
+            if m.ss:
+                for h in senders:
+                    self.recorder.add(self.net.node(h).pid, "sockets", m.ss_hz,
+                                      self.raw / f"sockets-{h}.bin")
+            if m.qdisc:
+                for node in sorted({s.node for s in topo.shaped(exp.link)}):
+                    self.recorder.add(self.net.node(node).pid, "qdiscs", m.qdisc_hz,
+                                      self.raw / f"qdiscs-{node}.bin")
+            self.recorder.start()
         if m.capture:
             for h in senders:
                 self.popen(self.net.node(h), measure.capture(topo.host_dev(h),
@@ -429,6 +428,10 @@ class Run:
     def _snapshot(self) -> None:
         """The qdiscs and sysctls as the kernel reports them, per node and interface."""
         import json
+        for s in topo.shaped(self.exp.link):
+            link = json.loads(topo.run_in(self.net.node(s.node), ["ip", "-j", "link", "show",
+                                                                  "dev", s.dev]))
+            self.ifindex.setdefault(s.node, {})[link[0]["ifindex"]] = (s.dev, s.direction)
         for node, devs in topo.interfaces(self.exp.link).items():
             n = self.net.node(node)
             self.manifest["tc"][node] = {
@@ -468,6 +471,8 @@ class Run:
                     p.wait(timeout=2)
                 except subprocess.TimeoutExpired:
                     self.errors.append(f"{what} (pid {p.pid}) would not stop")
+        if self.recorder is not None:
+            self.recorder.stop()                   # its sockets hold the namespaces open
         if self.tracer is not None:
             try:
                 self.tracer.stop()
@@ -518,8 +523,8 @@ class Run:
                           "exit_code": proc.returncode if proc else None, **summ})
         flow_of = measure.flow_lookup(exp, local_ports)
         ss_rows = []
-        for path in sorted(self.raw.glob("ss-*.jsonl")):
-            ss_rows += measure.parse_sockets(path.read_text(), path.stem[3:], t0, flow_of)
+        for path in sorted(self.raw.glob("sockets-*.bin")):
+            ss_rows += measure.parse_sockets(path, path.stem[len("sockets-"):], t0, flow_of)
         for fl in flows:
             ccs = {r.get("cca") for r in ss_rows if r["flow"] == fl["flow"] and r.get("cca")}
             fl["cca_ss"] = ",".join(sorted(ccs)) if ccs else None
@@ -527,11 +532,10 @@ class Run:
         if (self.raw / "tcp_probe.txt").exists():
             probe_rows = measure.parse_probe((self.raw / "tcp_probe.txt").read_text(), mono0, flow_of)
         qdisc_rows = []
-        directions = {s.dev: s.direction for s in topo.shaped(exp.link)}
-        for node in sorted({s.node for s in topo.shaped(exp.link)}):
-            p = self.raw / f"qdisc-{node}.txt"
+        for node, devs in self.ifindex.items():
+            p = self.raw / f"qdiscs-{node}.bin"
             if p.exists():
-                qdisc_rows += measure.parse_tc(p.read_text(), node, directions, t0)
+                qdisc_rows += measure.parse_qdiscs(p, node, devs, t0)
         ping_rows = []
         for p in sorted(self.raw.glob("ping-*.txt")):
             ping_rows += measure.parse_ping(p.read_text(), topo.client(1), topo.server(1), t0,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from cclab import measure, results, sockdiag, traces
+from cclab import measure, netlink, results, traces
 from cclab.spec import Experiment, Flow
 from cclab.units import SpecError
 
@@ -73,8 +73,8 @@ def test_sockdiag_reads_what_ss_shows():
         c.sendall(b"x" * 100000)
         a.recv(65536)
         time.sleep(0.05)
-        (mine,) = [s for s in sockdiag.dump() if s["peer_port"] == port]
-        r = sockdiag.row(mine)
+        (mine,) = [s for s in netlink.dump() if s["peer_port"] == port]
+        r = netlink.row(mine)
         assert r["cca"] == "reno" and r["local_port"] == c.getsockname()[1]
         assert r["cwnd"] >= 10 and r["bytes_acked"] > 0 and r["mss"] > 0
         assert r["rtt_ms"] > 0 and r["ssthresh"] is None      # still in slow start
@@ -89,30 +89,45 @@ def test_sockdiag_reads_what_ss_shows():
 def test_sockdiag_module_info_like_ss():
     import struct
     data = struct.pack("=IIIII", 1_187_500, 0, 20100, 739, 512)
-    assert sockdiag.module_info(sockdiag.INET_DIAG_BBRINFO, data) == \
+    assert netlink.module_info(netlink.INET_DIAG_BBRINFO, data) == \
         "bbr:(bw:9.500Mbps,mrtt:20.100,pacing_gain:2.8867,cwnd_gain:2)"
 
 
-def test_parse_sockets_keeps_only_the_flows_data_sockets():
-    row = {"local_port": 40022, "peer_port": 5201, "cca": "bbr", "cwnd": 42}
-    ctl = dict(row, local_port=40020)
-    text = (json.dumps({"t": 100.0, "s": [row, ctl]}) + "\n" + json.dumps({"t": 100.05, "s": [row]})
-            + "\n{\"t\": 100.1, \"s\": [")                   # cut short by the end of the run
-    e = Experiment(name="t", profile="wired", flows=[Flow(cca="bbr")])
-    rows = measure.parse_sockets(text, "cc-s1", 99.0, measure.flow_lookup(e, {1: [40022]}))
-    assert [r["t"] for r in rows] == [1.0, 1.05] and {r["flow"] for r in rows} == {1}
-    assert rows[0]["host"] == "cc-s1" and rows[0]["cwnd"] == 42
+def test_recorder_samples_sockets_and_qdiscs(tmp_path):
+    """The sampler thread records raw netlink dumps; the parsers turn them into rows."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen()
+    port = srv.getsockname()[1]
+    c = socket.create_connection(("127.0.0.1", port))
+    a, _ = srv.accept()
+    rec = netlink.Recorder()
+    try:
+        rec.add(os.getpid(), "sockets", 50, tmp_path / "s.bin")
+        rec.add(os.getpid(), "qdiscs", 20, tmp_path / "q.bin")
+        rec.start()
+        c.sendall(b"x" * 10000)
+        time.sleep(0.5)
+    finally:
+        rec.stop()
+        for s in (a, c, srv):
+            s.close()
+    rows = measure.parse_sockets(tmp_path / "s.bin", "h", 0.0,
+                                 lambda local, peer: 7 if peer == port else None)
+    assert 15 <= len(rows) <= 30                  # 50 Hz for 0.5 s
+    assert {r["flow"] for r in rows} == {7} and rows[0]["host"] == "h"
+    assert all(r["cwnd"] and r["cca"] for r in rows)
+    lo = socket.if_nametoindex("lo")
+    q = measure.parse_qdiscs(tmp_path / "q.bin", "n", {lo: ("lo", "down")}, 0.0)
+    assert len(q) >= 5 and q[0]["dev"] == "lo" and q[0]["parent"] == "root"
+    assert q[0]["kind"] and q[0]["packets"] is not None
 
 
-def test_parse_tc():
-    block = json.dumps([{"kind": "htb", "handle": "1:", "root": True, "bytes": 10, "packets": 1,
-                         "drops": 0, "overlimits": 3, "requeues": 0, "backlog": 0, "qlen": 0},
-                        {"kind": "netem", "handle": "10:", "parent": "1:1", "bytes": 9000,
-                         "packets": 6, "drops": 2, "backlog": 3000, "qlen": 2}])
-    rows = measure.parse_tc(f"@10.5 cc-r1-core\n{block}\n", "cc-r1", {"cc-r1-core": "down"}, 10.0)
-    assert rows[1]["t"] == 0.5 and rows[1]["backlog_packets"] == 2 and rows[1]["drops"] == 2
-    assert rows[0]["parent"] == "root" and rows[0]["dev"] == "cc-r1-core"
-    assert rows[0]["direction"] == "down"
+def test_records_cut_short_are_dropped(tmp_path):
+    import struct
+    p = tmp_path / "r.bin"
+    p.write_bytes(struct.pack("=dI", 1.5, 3) + b"abc" + struct.pack("=dI", 2.5, 10) + b"abc")
+    assert list(netlink.read_records(p)) == [(1.5, b"abc")]
 
 
 def test_parse_ping():
