@@ -15,7 +15,7 @@ from nbclient import NotebookClient
 KIT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize("lab", ["lab1", "lab2"])
+@pytest.mark.parametrize("lab", ["lab2", "lab1"])
 def test_master_runs_in_quick_mode(lab, tmp_path, monkeypatch):
     if os.geteuid() != 0:
         pytest.skip("runs experiments: needs root in the lab VM")
