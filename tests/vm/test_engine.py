@@ -63,7 +63,7 @@ def assert_cca(d, want):
 
 
 def test_wired(tmp_path):
-    d, man = run(tmp_path, "wired", [Flow(cca="cubic", start=2, duration=7)])
+    d, man = run(tmp_path, "wired", [Flow(cca="cubic", start=2, duration=7)], tcp_probe=True)
     assert near(idle_rtt(d, 1.9), 20.0)
     assert near(goodput(d, 1, 5, 9.2), 100e6 * PAYLOAD)
     assert_cca(d, "cubic")
@@ -74,7 +74,10 @@ def test_wired(tmp_path):
     flow_ss = ss[(ss.flow == 1) & (ss.t > 3) & (ss.t < 8)]
     assert len(flow_ss) >= 20 * 5 * 0.8, "socket sampling below 20 Hz"
     assert flow_ss.cwnd.notna().all() and flow_ss.rtt_ms.notna().all()
-    assert len(results.load(d, "qdisc")) > 0
+    q = results.load(d, "qdisc")
+    assert len(q[(q.dev == "cc-r1-core") & (q.kind == "netem")]) >= 10 * 9 * 0.8
+    probe = results.load(d, "probe")
+    assert len(probe[probe.flow == 1]) > 1000 and probe.srtt_us.median() > 20000 * 0.9
 
 
 def test_starlink_seed_rate_and_rtt(tmp_path):
