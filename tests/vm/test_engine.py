@@ -53,6 +53,7 @@ def goodput(d, flow, t0, t1):
 
 
 def near(measured, expected, tol=0.10):
+    print(f"measured {measured:.4g}, expected {expected:.4g} ({(measured / expected - 1) * 100:+.1f} %)")
     return abs(measured - expected) <= tol * expected
 
 
