@@ -43,6 +43,7 @@ GEO_BDP_PKTS = 2590
 GEO_BUF_PKTS = 8 * GEO_BDP_PKTS
 GEO_RUNS = 5
 GEO_SECONDS = 12
+CUBIC_GEO_SECONDS = 32
 
 
 def sh(*args, check=True, timeout=None):
@@ -453,8 +454,11 @@ def test_geo_search_exits_before_loss_cubic_does_not(mods):
                       f"-> {'before loss' if ok else 'NOT before loss'}")
             with open("/sys/module/tcp_cubic/parameters/hystart", "w") as f:
                 f.write("0")
-            data = p.iperf3("-C", "cubic", "-t", str(GEO_SECONDS + 4), "-i", "0.5",
-                            timeout=GEO_SECONDS + 64)
+            # With an 8-BDP buffer the queueing delay reaches seconds before the buffer
+            # overflows, and the loss is seen only one (inflated) RTT later: Cubic needs
+            # about 25 s on this path before its first retransmission.
+            data = p.iperf3("-C", "cubic", "-t", str(CUBIC_GEO_SECONDS), "-i", "0.5",
+                            timeout=CUBIC_GEO_SECONDS + 60)
             assert "error" not in data, data.get("error")
             cubic_rtx = data["end"]["sum_sent"].get("retransmits", 0)
             print(f"  cubic (hystart=0): first retransmission at {_first_retrans_time(data)} s, "
