@@ -46,10 +46,10 @@ def test_wired_bottleneck_on_router_egress_both_directions():
     r1, r2 = cmds(e, "cc-r1", "tc"), cmds(e, "cc-r2", "tc")
     assert r1 == [
         "tc qdisc add dev cc-r1-core root handle 1: htb default 1",
-        "tc class add dev cc-r1-core parent 1: classid 1:1 htb rate 100mbit ceil 100mbit "
-        "burst 400kbit cburst 400kbit quantum 1514",
-        # limit = 100 Mbit/s x 10 ms / 1500 B (84 packets in flight) + 1 BDP (167)
-        "tc qdisc add dev cc-r1-core parent 1:1 handle 10: netem delay 10ms limit 251"]
+        "tc class add dev cc-r1-core parent 1: classid 1:1 htb rate 50mbit ceil 50mbit "
+        "burst 200kbit cburst 200kbit quantum 1514",
+        # limit = 50 Mbit/s x 20 ms / 1500 B (84 packets in flight) + 1 BDP (167)
+        "tc qdisc add dev cc-r1-core parent 1:1 handle 10: netem delay 20ms limit 251"]
     assert r2[0] == "tc qdisc add dev cc-r2-core root handle 1: htb default 1"
     assert not [c for c in cmds(e, tool="tc") if "cc-s1" in c or "cc-c1" in c]
 

@@ -53,7 +53,7 @@ def test_python_construction_matches_file(tmp_path):
 
 def test_overrides_merge_into_profile(tmp_path):
     e = spec.load(write(tmp_path, GOOD + '[override]\npairs = 2\ndown.rate = "20mbit"\n'))
-    assert e.link.pairs == 2 and e.link.down.rate == 20e6 and e.link.up.rate == 100e6
+    assert e.link.pairs == 2 and e.link.down.rate == 20e6 and e.link.up.rate == 50e6
 
 
 def test_flows_spread_over_pairs(tmp_path):
