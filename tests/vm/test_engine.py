@@ -178,3 +178,38 @@ def test_sigint_leaves_nothing_behind(tmp_path):
     man = results.read_manifest(run_dir)
     assert man["status"] == "incomplete" and "interrupted" in man["error"]
     assert len(results.load(run_dir, "ss")) > 0          # partial results are kept
+
+
+def test_clean_after_a_killed_run(tmp_path):
+    """SIGKILL gives the runner no chance to clean up: `cclab clean` must."""
+    spec = tmp_path / "long.toml"
+    spec.write_text('profile = "wired"\n[[flow]]\ncca = "cubic"\nduration = "60s"\n'
+                    '[measure]\ncapture = true\n')
+    env = dict(os.environ, PYTHONPATH=str(KIT_DIR))
+    p = subprocess.Popen([sys.executable, "-m", "cclab", "run", str(spec), "--out",
+                          str(tmp_path / "res")], env=env, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while subprocess.run(["pgrep", "-f", "iperf3 -c"], capture_output=True).returncode != 0:
+        assert time.monotonic() < deadline, "the flow never started"
+        time.sleep(0.2)
+    time.sleep(2)
+    p.kill()
+    p.wait()
+    assert state.kit_shells() or subprocess.run(["pgrep", "-x", "iperf3"]).returncode == 0
+    r = subprocess.run([sys.executable, "-m", "cclab", "clean"], env=env, capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert state.kit_shells() == {}
+    assert subprocess.run(["pgrep", "-x", "iperf3"], capture_output=True).returncode == 1
+    assert subprocess.run(["pgrep", "-x", "tcpdump"], capture_output=True).returncode == 1
+    links = subprocess.run(["ip", "-j", "link"], capture_output=True, text=True).stdout
+    assert not [l for l in json.loads(links) if l["ifname"].startswith("cc-")]
+    assert not state.state_file().exists()
+    assert not os.path.exists("/sys/kernel/tracing/instances/cclab")
+    (run_dir,) = results.runs(tmp_path / "res")
+    assert results.read_manifest(run_dir)["status"] == "incomplete"
+    assert (run_dir / "raw" / "capture-cc-s1.pcap").stat().st_size > 0
+    again = subprocess.run([sys.executable, "-m", "cclab", "clean"], env=env,
+                           capture_output=True, text=True)
+    assert again.returncode == 0 and "nothing left" in again.stdout
