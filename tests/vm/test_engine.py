@@ -196,7 +196,7 @@ def test_clean_after_a_killed_run(tmp_path):
     time.sleep(2)
     p.kill()
     p.wait()
-    assert state.kit_shells() or subprocess.run(["pgrep", "-x", "iperf3"]).returncode == 0
+    assert state.kit_shells() or subprocess.run(["pgrep", "-x", "iperf3"], capture_output=True).returncode == 0
     r = subprocess.run([sys.executable, "-m", "cclab", "clean"], env=env, capture_output=True,
                        text=True, timeout=60)
     assert r.returncode == 0, r.stderr
