@@ -194,6 +194,16 @@ def show(table) -> str:
     return "\n".join(lines)
 
 
+def load_reference(path=None):
+    """The instructor's reference learner (reference.py beside this file, or `path`), loaded
+    under its own module name so that it cannot be mistaken for a student's module."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("lab5_reference", path or HERE / "reference.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 # ------------------------------------------------------------------------------------------ replay
 def load_connections(path=None):
     """The recorded connections: one row per connection, started with `alg` towards `key`."""

@@ -14,12 +14,9 @@ KIT = Path(__file__).resolve().parents[2]
 LAB5 = KIT / "labs" / "lab5"
 sys.path.insert(0, str(LAB5))
 
-import importlib.util  # noqa: E402
-
-_spec = importlib.util.spec_from_file_location("lab5_reference", LAB5 / "reference.py")
-ref = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(ref)
 import tuner_support as ts  # noqa: E402
+
+ref = ts.load_reference()
 
 
 # ---------------------------------------------------------------- TCP_INFO
