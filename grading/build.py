@@ -2,13 +2,15 @@
 
     python3 grading/build.py [lab1 lab2 ...] [--out dist]
 
-For each lab: copies the master (notebooks/<lab>.ipynb), notebooks/labkit.py and the lab's
-reference bands (labs/<lab>/reference.csv, as reference-<lab>.csv) into a scratch folder and runs
-`otter assign` there.  Result:
+For each lab: copies the master (notebooks/<lab>.ipynb) and the files its assignment config names
+(SUPPORT below: for labs 1-2 notebooks/labkit.py and the reference bands labs/<lab>/reference.csv
+as reference-<lab>.csv; for lab 5 its tuner support module, its recorded connections and the
+reference learner, which only the autograder gets) into a scratch folder and runs `otter assign`
+there.  Result:
     dist/<lab>/student/      the notebook for students: solutions and hidden tests stripped
     dist/<lab>/autograder/   the master with solutions, and <lab>-autograder_*.zip for grade.py
 The masters are not executed here (assign's run_tests is off in their config): they run
-experiments; tests/vm/test_labs.py runs them in the lab VM.
+experiments; tests/vm/test_lab_notebooks.py (labs 1-2) and tests/vm/test_lab5.py run them in the lab VM.
 """
 
 from __future__ import annotations
@@ -21,7 +23,17 @@ import tempfile
 from pathlib import Path
 
 KIT = Path(__file__).resolve().parents[1]
-LABS = ("lab1", "lab2")
+
+# Per lab: (source in the kit, name next to the notebook).  The names are the ones the master's
+# ASSIGNMENT CONFIG lists under files / autograder_files.
+SUPPORT = {
+    "lab1": [("notebooks/labkit.py", "labkit.py"), ("labs/lab1/reference.csv", "reference-lab1.csv")],
+    "lab2": [("notebooks/labkit.py", "labkit.py"), ("labs/lab2/reference.csv", "reference-lab2.csv")],
+    "lab5": [("labs/lab5/tuner_support.py", "tuner_support.py"),
+             ("labs/lab5/connections.csv", "lab5-connections.csv"),
+             ("labs/lab5/reference.py", "lab5_reference.py")],
+}
+LABS = tuple(SUPPORT)
 
 
 def build(lab: str, out: Path) -> Path:
@@ -31,8 +43,8 @@ def build(lab: str, out: Path) -> Path:
     with tempfile.TemporaryDirectory() as tmp:
         t = Path(tmp)
         shutil.copy(KIT / "notebooks" / f"{lab}.ipynb", t)
-        shutil.copy(KIT / "notebooks" / "labkit.py", t)
-        shutil.copy(KIT / "labs" / lab / "reference.csv", t / f"reference-{lab}.csv")
+        for src, name in SUPPORT[lab]:
+            shutil.copy(KIT / src, t / name)
         r = subprocess.run([sys.executable, "-m", "otter", "assign", f"{lab}.ipynb", str(dest)],
                            cwd=t, capture_output=True, text=True)
         if r.returncode != 0:

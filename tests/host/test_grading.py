@@ -193,3 +193,40 @@ def test_verify_names_what_is_wrong(tmp_path, monkeypatch):
     assert any("spec asked for" in b or "not verified" in b for b in bad), bad
     (root / "lab1" / "record.json").unlink()
     assert "run the experiment cell" in labkit.verify("lab1", root)[0]
+
+
+def test_build_packages_lab5_and_its_autograder_grades_it(tmp_path):
+    """grading/build.py bundles lab 5's support files under the names its notebook expects; the
+    reference learner goes to the autograder only.  The master (with solutions) then gets full
+    marks from grade.py and the unfilled student version does not."""
+    import zipfile
+    lab5 = KIT / "labs" / "lab5"
+    d = build.build("lab5", tmp_path / "dist")
+    stu = d / "student"
+    assert (stu / "tuner_support.py").read_bytes() == (lab5 / "tuner_support.py").read_bytes()
+    assert (stu / "lab5-connections.csv").read_bytes() == (lab5 / "connections.csv").read_bytes()
+    assert not (stu / "lab5_reference.py").exists()
+    assert "_lab5_ref" not in (stu / "lab5.ipynb").read_text()       # hidden tests stripped
+    with zipfile.ZipFile(build.autograder_zip(d)) as z:
+        names = set(z.namelist())
+        assert z.read("files/lab5_reference.py") == (lab5 / "reference.py").read_bytes()
+    assert {"files/tuner_support.py", "files/lab5-connections.csv"} <= names
+    subs = tmp_path / "subs"
+    for who, nb in (("master", d / "autograder" / "lab5.ipynb"), ("unfilled", stu / "lab5.ipynb")):
+        live = subs / who / "submission" / "lab5"
+        live.mkdir(parents=True)
+        shutil.copy(nb, subs / who / "lab5.ipynb")
+        shutil.copy(lab5 / "live-example.csv", live / "live.csv")   # a live quick-mode log from the VM
+    out = tmp_path / "graded"
+    grade.grade_all(subs, build.autograder_zip(d), out, jobs=2, timeout=300)
+    r = rows(out)
+    assert r["master"]["status"] == "graded", r["master"]["reason"]
+    assert float(r["master"]["possible"]) == 15
+    # the questions whose hidden tests compare with the reference learner (lab5_reference.py,
+    # autograder only) or read the recorded connections get full marks.  (q1, q3 and q6 lose
+    # points on the master too: test cells that rely on another cell's imports or print a value;
+    # that is the notebook's, not the packaging's.)
+    for q, full in (("q2", 2), ("q4", 1), ("q5", 3)):
+        assert float(r["master"][q]) == full, (q, r["master"])
+    assert r["unfilled"]["status"] == "graded"
+    assert float(r["unfilled"]["score"]) < float(r["master"]["score"]) / 2, r["unfilled"]
