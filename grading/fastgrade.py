@@ -10,7 +10,10 @@ pandas and matplotlib, then forks one child per submission.  The child
     input transformer turns magics into calls; a cell that raises is recorded and skipped, as
     otter does with ignore_errors), without otter's own `grader.*` calls,
   * runs every test file of the autograder (tests/*.py, public and hidden cases) with otter's
-    `create_test_file(...).run(namespace)` and writes the results as JSON.
+    `create_test_file(...).run(namespace)` and writes the results as JSON.  The parent reads the
+    test files before it forks (`load_tests`), so the child needs no access to them: the
+    autograder folder stays readable by the grading user only and a submission cannot read the
+    hidden tests.
 The parent kills a child that outlives its time limit (SIGKILL to its session: no kernel
 process exists to escape it).  A MemoryError anywhere in the child ends it with status "memory".
 Grades are otter's: the same test files, the same points; `grade.py --engine otter` runs the
@@ -91,7 +94,13 @@ def _cells(nb_path: Path) -> list[str]:
     return out
 
 
-def child(work: Path, tests_dir: Path, memory_mb: int, user) -> None:
+def load_tests(tests_dir: Path) -> list:
+    """The autograder's test files, parsed (in the parent, before any child runs)."""
+    from otter.test_files import create_test_file
+    return [create_test_file(str(path), None) for path in sorted(Path(tests_dir).glob("*.py"))]
+
+
+def child(work: Path, tests, memory_mb: int, user) -> None:
     """Runs in the forked child; never returns."""
     code = 0
     try:
@@ -114,7 +123,7 @@ def child(work: Path, tests_dir: Path, memory_mb: int, user) -> None:
         os.dup2(log.fileno(), 1)
         os.dup2(log.fileno(), 2)
         sys.stdout = sys.stderr = log
-        result = run_notebook(work, tests_dir)
+        result = run_notebook(work, tests)
     except MemoryError:
         result, code = {"status": "memory"}, 3
     except BaseException as e:          # noqa: BLE001 -- anything: report it, never hang
@@ -129,7 +138,8 @@ def child(work: Path, tests_dir: Path, memory_mb: int, user) -> None:
     os._exit(code)
 
 
-def run_notebook(work: Path, tests_dir: Path) -> dict:
+def run_notebook(work: Path, tests) -> dict:
+    """Execute the notebook in `work`, then the tests (parsed test files, or a folder of them)."""
     import matplotlib.pyplot as plt
     from otter.test_files import create_test_file
     nbs = sorted(work.glob("*.ipynb"))
@@ -152,22 +162,24 @@ def run_notebook(work: Path, tests_dir: Path) -> dict:
                 errors.append(f"cell {i + 1}: {type(e).__name__}: {e}")
         finally:
             plt.close("all")
-    tests = []
-    for path in sorted(tests_dir.glob("*.py")):
-        tf = create_test_file(str(path), None)
+    if isinstance(tests, (str, Path)):
+        tests = [create_test_file(str(path), None) for path in sorted(Path(tests).glob("*.py"))]
+    results = []
+    for tf in tests:
         tf.run(env)
-        tests.append({"name": tf.name, "score": tf.score, "possible": tf.possible,
+        results.append({"name": tf.name, "score": tf.score, "possible": tf.possible,
                       "public": tf.summary(public_only=True),
                       "cases": [{"name": r.test_case.name, "hidden": r.test_case.hidden,
                                  "passed": r.passed, "message": r.message}
                                 for r in tf.test_case_results]})
-    return {"status": "graded", "tests": tests, "cell_errors": errors}
+    return {"status": "graded", "tests": results, "cell_errors": errors}
 
 
 def run_all(jobs: list[tuple[str, Path]], tests_dir: Path, parallel: int, timeout: float,
             memory_mb: int, user) -> dict[str, dict]:
     """jobs: (student, prepared work folder).  Returns {student: result dict}."""
     preload()
+    tests = load_tests(tests_dir)
     pending = list(jobs)
     running: dict[int, tuple[str, Path, float, float]] = {}
     done: dict[str, dict] = {}
@@ -177,7 +189,7 @@ def run_all(jobs: list[tuple[str, Path]], tests_dir: Path, parallel: int, timeou
             sys.stdout.flush(); sys.stderr.flush()
             pid = os.fork()
             if pid == 0:
-                child(work, tests_dir, memory_mb, user)
+                child(work, tests, memory_mb, user)
             now = time.monotonic()
             running[pid] = (student, work, now + timeout, now)
         pid, status = os.waitpid(-1, os.WNOHANG)

@@ -19,7 +19,9 @@ Why not otter's docker mode: there is no container engine on the grading machine
 Instead each submission's process (tree) runs, in both engines,
   * as an unprivileged user (setpriv --reuid/--regid --clear-groups, when we are root), in a
     scratch folder only it can write to, with HOME there, so a submission cannot read other
-    submissions, the instructor's files or the gradebook;
+    submissions (their folders have random names in a folder it cannot list), the instructor's
+    files or the gradebook, nor (fast engine: the tests are read before the submission runs)
+    the autograder's hidden tests;
   * with RLIMIT_AS (address space, so an unbounded allocation fails with MemoryError instead of
     pushing the machine into swap), RLIMIT_NPROC, RLIMIT_FSIZE and RLIMIT_CORE set before exec;
   * under a wall-clock timeout, after which every process it started (the Jupyter kernel too,
@@ -38,6 +40,7 @@ import os
 import pwd
 import resource
 import shutil
+import secrets
 import signal
 import subprocess
 import sys
@@ -283,13 +286,15 @@ def grade_fast(entries: list[Path], autograder: Path, jobs: int, timeout: float,
     try:
         ag = fastgrade.unpack_autograder(autograder, scratch / "autograder")
         os.chmod(scratch, 0o711)
-        for p in [ag, *ag.rglob("*")]:
-            os.chmod(p, 0o755 if p.is_dir() else 0o644)
+        for p in [ag, *ag.rglob("*")]:          # the tests are read before the children run:
+            os.chmod(p, 0o700 if p.is_dir() else 0o600)     # no submission can read them
         todo, results = [], {}
         for e in entries:
             r = Result(student=e.stem if e.is_file() else e.name)
             results[r.student] = r
-            work = scratch / "work" / r.student
+            # an unguessable name: every submission runs as the same user, and none may find
+            # another's folder (work/ itself cannot be listed)
+            work = scratch / "work" / secrets.token_hex(12)
             try:
                 _prepare(e, work, ag / "files")
             except Exception as ex:      # a broken zip is that student's problem only
