@@ -1,0 +1,545 @@
+"""Labs 3 and 4 (the kit's own congestion-control modules): running their experiments, and the
+numbers their notebooks and autograder tests recompute from the saved raw tables.
+
+Runs go through the engine like labkit.run_lab does, with two additions these labs need:
+
+* module parameters.  An experiment file may hold a `[lab.module_params]` table, e.g.
+      tcp_cubic = { hystart = 0 }
+      tcp_search = { thresh = 250 }
+  They are global to the kernel, so they are written to /sys/module/<module>/parameters/
+  before the experiment's runs, read back into every run's manifest ("module_params"), and
+  restored afterwards.  The engine never sees the `lab` table (spec.from_dict would refuse it);
+  the manifest's spec keeps it, so a run says what it asked for.
+* the modules' tracepoints (spline:spline_mode, search:search_exit) are recorded by the engine
+  when the file's [measure] events names them (spline.csv, search.csv in the run folder).
+
+Everything else -- the record of SHA-256 hashes, verify(), the fidelity verdict, replaying saved
+results when CCLAB_REPLAY=1 or when results of the same mode exist -- is labkit's.
+
+The analysis uses the engine's package (cclab.analysis: metrics, stats, events, plots): in the lab
+VM the kit is at /kit; to grade elsewhere, point CCLAB_KIT at a checkout of the kit.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+import labkit
+
+KIT = labkit.kit_root()
+if KIT is not None and str(KIT) not in sys.path:
+    sys.path.insert(0, str(KIT))
+
+from cclab.analysis import events, metrics, stats  # noqa: E402
+from cclab.analysis.data import RunData  # noqa: E402
+
+PARAMS_DIR = Path("/sys/module")
+
+
+# ---------------------------------------------------------------- module parameters
+
+def read_params(wanted: dict) -> dict:
+    """The current value of each parameter named in {module: {param: value}} (as text)."""
+    out = {}
+    for mod, ps in (wanted or {}).items():
+        out[mod] = {}
+        for p in ps:
+            f = PARAMS_DIR / mod / "parameters" / p
+            out[mod][p] = f.read_text().strip() if f.is_file() else None
+    return out
+
+
+def _as_text(v) -> str:
+    if isinstance(v, bool):
+        return "1" if v else "0"
+    return str(v)
+
+
+def _same(asked, got) -> bool:
+    a, g = _as_text(asked), (got or "")
+    return a == g or {a, g} <= {"1", "Y", "y"} or {a, g} <= {"0", "N", "n"}
+
+
+def set_params(wanted: dict) -> dict:
+    """Write every parameter; returns the values before, for restore_params."""
+    before = read_params(wanted)
+    for mod, ps in (wanted or {}).items():
+        for p, v in ps.items():
+            f = PARAMS_DIR / mod / "parameters" / p
+            if not f.is_file():
+                raise RuntimeError(f"{mod}.{p}: no {f} (is the module loaded?)")
+            f.write_text(_as_text(v))
+    now = read_params(wanted)
+    for mod, ps in (wanted or {}).items():
+        for p, v in ps.items():
+            if not _same(v, now[mod][p]):
+                raise RuntimeError(f"{mod}.{p}: asked {v}, the kernel has {now[mod][p]}")
+    return before
+
+
+def restore_params(before: dict) -> None:
+    for mod, ps in (before or {}).items():
+        for p, v in ps.items():
+            if v is not None:
+                try:
+                    (PARAMS_DIR / mod / "parameters" / p).write_text(v)
+                except OSError:
+                    pass
+
+
+# ---------------------------------------------------------------- running
+
+def load_experiment(path: Path):
+    """(Experiment, the file's [lab] table) -- the engine sees the file without [lab]."""
+    from cclab import profiles, spec
+    table = profiles.load_toml(path, "experiment")
+    lab = table.get("lab") or {}
+    engine = {k: v for k, v in table.items() if k != "lab"}
+    exp = spec.from_dict(engine, Path(path).stem, Path(path).parent)
+    exp.given = table
+    return exp, lab
+
+
+def _modprobe(mods) -> None:
+    import subprocess
+    for m in mods:
+        if not (PARAMS_DIR / m).is_dir() and os.geteuid() == 0:
+            subprocess.run(["modprobe", m], capture_output=True)
+
+
+def run(lab: str, run_mode: str | None = None, root=None, progress=print) -> Path:
+    """Run (or load, like labkit.run_lab) every experiment of lab 3 or 4."""
+    run_mode = run_mode or labkit.mode()
+    base = labkit.lab_dir(lab, root)
+    rec = labkit.read_record(lab, root)
+    if labkit.replaying() or (rec and rec.get("mode") == run_mode):
+        if progress:
+            progress(f"{lab}: using the saved {rec.get('mode') if rec else run_mode} results in {base}"
+                     if rec else f"{lab}: no saved results in {base}")
+        return base
+    from cclab import runner
+    from cclab.analysis.data import write_manifest_key
+    if base.exists():
+        shutil.rmtree(base)
+    base.mkdir(parents=True)
+    _modprobe(["tcp_spline", "tcp_search"])
+    dirs, began = [], time.monotonic()
+    for path in labkit.experiment_files(lab, run_mode):
+        exp, extra = load_experiment(path)
+        params = extra.get("module_params") or {}
+        if progress:
+            progress(f"{lab}: {exp.name}: {len(exp.flows)} flow(s), {exp.repetitions} repetition(s)"
+                     + (f", parameters {params}" if params else ""))
+        _modprobe(params)
+        before = set_params(params)
+        try:
+            got = read_params(params)
+            t = time.monotonic()
+            new = runner.run(exp, out=base, progress=progress)
+            if progress:
+                progress(f"{lab}: {exp.name} took {time.monotonic() - t:.0f} s")
+        finally:
+            restore_params(before)
+        for d in new:
+            write_manifest_key(d, "module_params", got)
+            labkit._fidelity(d)
+            dirs.append(d)
+    labkit.write_record(lab, run_mode, dirs, root, {"seconds": round(time.monotonic() - began, 1)})
+    if progress:
+        progress(f"{lab}: {len(dirs)} run(s) in {time.monotonic() - began:.0f} s, saved in {base}")
+    return base
+
+
+# ---------------------------------------------------------------- checks of a real run
+
+def verify(lab: str, root=None) -> list[str]:
+    """labkit.verify, plus: every run asked for the modules' tracepoints got its table, and the
+    module parameters the file asked for are the ones the kernel had during the run."""
+    bad = labkit.verify(lab, root)
+    for d in labkit.run_dirs(lab, root):
+        mf = d / "manifest.json"
+        if not mf.is_file():
+            continue
+        m = json.loads(mf.read_text())
+        rel = d.name
+        spec = m.get("spec") or {}
+        for ev in (spec.get("measure") or {}).get("events") or []:
+            table = {"spline:spline_mode": "spline", "search:search_exit": "search"}.get(ev)
+            if table and not (d / f"{table}.csv").is_file():
+                bad.append(f"{rel}: {ev} asked for but {table}.csv is missing")
+        asked = (spec.get("lab") or {}).get("module_params") or {}
+        got = m.get("module_params") or {}
+        for mod, ps in asked.items():
+            for p, v in ps.items():
+                if not _same(v, (got.get(mod) or {}).get(p)):
+                    bad.append(f"{rel}: {mod}.{p} asked {v}, the run had {(got.get(mod) or {}).get(p)}")
+    return bad
+
+
+# ---------------------------------------------------------------- loading
+
+def runs(lab: str, root=None) -> list[RunData]:
+    return [RunData(d) for d in labkit.run_dirs(lab, root) if (d / "manifest.json").is_file()]
+
+
+def _params(run: RunData) -> dict:
+    return run.manifest.get("module_params") or {}
+
+
+def variant(run: RunData, cca: str) -> str:
+    """The algorithm as lab 4 compares it: cubic-hystart / cubic-nohystart, search (defaults)
+    or search-t<THRESH per mille>-w<WINDOW_FACTOR in tenths> when changed, bbr, ..."""
+    p = _params(run)
+    if cca == "cubic":
+        h = (p.get("tcp_cubic") or {}).get("hystart")
+        if h is None:
+            return "cubic"
+        return "cubic-hystart" if _same(1, h) else "cubic-nohystart"
+    if cca == "search":
+        s = p.get("tcp_search") or {}
+        th, wf = s.get("thresh"), s.get("window_factor")
+        if th in (None, "350") and wf in (None, "35"):
+            return "search"
+        return f"search-t{th}-w{wf}"
+    return cca
+
+
+def profile_name(run: RunData) -> str:
+    return str(run.profile.get("name") or Path(str((run.manifest.get("spec") or {}).get("profile", "?"))).stem)
+
+
+def loss_of(run: RunData) -> float:
+    return float(run.direction("down").get("loss") or 0.0)
+
+
+def flows(lab: str, root=None) -> pd.DataFrame:
+    """cclab.analysis.metrics.flow_metrics of every run, with profile, loss (data direction, %),
+    variant, goodput in Mbit/s, bdp in packets and the flow's start."""
+    frames = []
+    for r in runs(lab, root):
+        fm = metrics.flow_metrics(r)
+        if not len(fm):
+            continue
+        fm = fm.copy()
+        fm["profile"] = profile_name(r)
+        fm["loss"] = loss_of(r)
+        fm["variant"] = [variant(r, c) for c in fm["cca"]]
+        fm["goodput_mbps"] = fm["goodput_bps"] / 1e6
+        frames.append(fm)
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def ci_table(df: pd.DataFrame, by, value: str, confidence: float = 0.95) -> pd.DataFrame:
+    """Mean and t-interval of `value` per group (cclab.analysis.metrics.summarise), indexed by
+    the group: columns n, mean, ci_low, ci_high."""
+    s = metrics.summarise(df, by, [value], confidence)
+    by = [by] if isinstance(by, str) else list(by)
+    return s.set_index(by)[["n", "mean", "ci_low", "ci_high"]]
+
+
+# ---------------------------------------------------------------- lab 3: Spline against BBR
+
+def lab3_loss_flows(root=None) -> pd.DataFrame:
+    f = flows("lab3", root)
+    return f[f["experiment"].str.startswith("lab3-loss")].reset_index(drop=True) if len(f) else f
+
+
+def lab3_goodput(root=None) -> pd.DataFrame:
+    """Goodput (Mbit/s) per (loss %, cca): mean and 95 % t-interval over the flows."""
+    return ci_table(lab3_loss_flows(root), ["loss", "cca"], "goodput_mbps")
+
+
+def lab3_retrans(root=None) -> pd.DataFrame:
+    """Retransmitted segments per segment sent, per (loss %, cca): mean and 95 % interval."""
+    return ci_table(lab3_loss_flows(root), ["loss", "cca"], "retrans_rate")
+
+
+def lab3_modes(root=None) -> pd.DataFrame:
+    """Spline's mode in each ss sample of the loss sweep: t, flow, run, loss, mode."""
+    out = []
+    for r in runs("lab3", root):
+        if not r.experiment.startswith("lab3-loss"):
+            continue
+        mi = events.module_info(r, "spline")
+        if not len(mi):
+            continue
+        d = pd.DataFrame({"t": mi["t"], "flow": mi["flow"],
+                          "mode": mi["pacing_gain"].round().astype(int).map(events.SPLINE_MODES),
+                          "fairness": mi["cwnd_gain"]})
+        d["run"], d["loss"] = r.label, loss_of(r)
+        out.append(d.dropna(subset=["mode"]))
+    return pd.concat(out, ignore_index=True) if out else pd.DataFrame(columns=["t", "flow", "mode", "fairness", "run", "loss"])
+
+
+def lab3_mode_share(root=None) -> pd.DataFrame:
+    """Fraction of Spline's ss samples in each mode, per loss % (rows) and mode (columns)."""
+    m = lab3_modes(root)
+    if not len(m):
+        return pd.DataFrame()
+    return m.groupby("loss")["mode"].value_counts(normalize=True).unstack(fill_value=0.0)
+
+
+def lab3_mode_changes(root=None) -> pd.DataFrame:
+    """spline:spline_mode events of the loss sweep: run, loss, flow, t, old, new, cwnd, fairness."""
+    out = []
+    for r in runs("lab3", root):
+        if not r.experiment.startswith("lab3-loss"):
+            continue
+        ev = r.table("spline")
+        if len(ev):
+            ev = ev.copy()
+            ev["run"], ev["loss"] = r.label, loss_of(r)
+            out.append(ev)
+    return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
+
+
+def lab3_sharing(root=None) -> pd.DataFrame:
+    """Spline against each competitor in lab3-share, per run: competitor, spline_mbps,
+    other_mbps, spline_share (of the two flows' goodput while both ran), jain."""
+    rows = []
+    for r in runs("lab3", root):
+        if r.experiment != "lab3-share":
+            continue
+        fl = metrics.flow_info(r)
+        tput = metrics.throughput_series(r)
+        for (a, b) in _pairs_of(fl):
+            other = fl.loc[b, "cca"]
+            tp = tput[tput["flow"].isin([a, b])]
+            win = metrics.overlap_window(None, tp)
+            sh = metrics.shares(r, win)
+            sh = sh[sh["flow"].isin([a, b])].set_index("flow")
+            sp, ot = float(sh.loc[a, "bps"]), float(sh.loc[b, "bps"])
+            rows.append({"run": r.label, "competitor": other, "spline_mbps": sp / 1e6,
+                         "other_mbps": ot / 1e6, "spline_share": sp / (sp + ot) if sp + ot else math.nan,
+                         "jain": stats.jain([sp, ot])})
+    return pd.DataFrame(rows)
+
+
+def _pairs_of(fl: pd.DataFrame):
+    """(spline flow, competitor flow) for each pair of flows that start together."""
+    out = []
+    for start, g in fl.groupby("start"):
+        sp = g[g["cca"] == "spline"]["flow"].tolist()
+        ot = g[g["cca"] != "spline"]["flow"].tolist()
+        if sp and ot:
+            out.append((sp[0], ot[0]))
+    return out
+
+
+def lab3_fairness_rat(root=None) -> pd.DataFrame:
+    """Spline's fairness_rat (ss's cwnd_gain) while it shares the link: median per competitor."""
+    rows = []
+    for r in runs("lab3", root):
+        if r.experiment != "lab3-share":
+            continue
+        fl = metrics.flow_info(r)
+        mi = events.module_info(r, "spline")
+        for a, b in _pairs_of(fl):
+            v = mi[mi["flow"] == a]["cwnd_gain"]
+            rows.append({"run": r.label, "competitor": fl.loc[b, "cca"],
+                         "fairness_median": float(v.median()) if len(v) else math.nan,
+                         "fairness_min": float(v.min()) if len(v) else math.nan,
+                         "below3_frac": float((v < 3).mean()) if len(v) else math.nan})
+    return pd.DataFrame(rows)
+
+
+# ---------------------------------------------------------------- lab 4: SEARCH slow start
+
+def _bbr_startup_end(r: RunData, flow) -> float:
+    """Seconds from the BBR flow's first ss sample to the first with a pacing gain below 2
+    (Startup paces at 2.89, Drain at 0.35)."""
+    mi = events.module_info(r, "bbr")
+    mi = mi[mi["flow"] == flow].sort_values("t")
+    if not len(mi):
+        return math.nan
+    after = mi[mi["pacing_gain"] < 2]
+    return float(after["t"].iloc[0] - mi["t"].iloc[0]) if len(after) else math.nan
+
+
+def lab4_exits(root=None) -> pd.DataFrame:
+    """One row per flow of lab 4: profile, variant, flow, run, t_exit (s after the flow's first
+    cwnd sample: first finite ssthresh, or BBR's end of Startup), cwnd_exit (packets), bdp
+    (packets), exit_bdp (cwnd_exit / bdp), retransmits, reason (search:search_exit's, for SEARCH),
+    norm_diff_exit."""
+    rows = []
+    for r in runs("lab4", root):
+        fm = metrics.flow_metrics(r)
+        cw = metrics.cwnd_series(r)
+        ex = r.table("search")
+        for _, f in fm.iterrows():
+            fl = f["flow"]
+            row = {"profile": profile_name(r), "experiment": r.experiment, "run": r.label,
+                   "flow": fl, "cca": f["cca"], "variant": variant(r, f["cca"]),
+                   "bdp": f["bdp_packets"], "retransmits": f["retransmits"],
+                   "goodput_mbps": f["goodput_bps"] / 1e6, "reason": None,
+                   "norm_diff_exit": math.nan}
+            if f["cca"] == "bbr":
+                t = _bbr_startup_end(r, fl)
+                c = cw[cw["flow"] == fl].sort_values("t")
+                row["t_exit"] = t
+                if len(c) and math.isfinite(t):
+                    at = c[c["t"] <= c["t"].iloc[0] + t]
+                    row["cwnd_exit"] = float(at["cwnd"].iloc[-1]) if len(at) else math.nan
+                else:
+                    row["cwnd_exit"] = math.nan
+                row["reason"] = "startup"
+            else:
+                row["t_exit"], row["cwnd_exit"] = f["ss_exit_s"], f["ss_exit_cwnd"]
+                if f["cca"] == "search" and len(ex):
+                    e = ex[ex["flow"] == fl].sort_values("t")
+                    if len(e):
+                        row["reason"] = str(e["reason"].iloc[0])
+                        row["norm_diff_exit"] = float(e["norm_diff"].iloc[0]) / 1000.0
+            row["exit_bdp"] = row["cwnd_exit"] / row["bdp"] if row["bdp"] else math.nan
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def lab4_norm_diff(root=None, profile="geo") -> pd.DataFrame:
+    """SEARCH's norm_diff over time (ss samples, cclab.analysis.events.search_norm_diff) of the
+    search flows on `profile`: run, variant, flow, t (s since the flow's first sample), norm_diff."""
+    out = []
+    for r in runs("lab4", root):
+        if profile_name(r) != profile:
+            continue
+        nd = events.search_norm_diff(r)
+        if not len(nd):
+            continue
+        ss = r.table("ss")
+        first = ss.groupby("flow")["t"].min()
+        nd = nd.copy()
+        nd["t"] = nd["t"] - nd["flow"].map(first)
+        nd["run"], nd["variant"] = r.label, variant(r, "search")
+        out.append(nd)
+    return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
+
+
+def lab4_download(sizes_by_profile: dict, root=None) -> pd.DataFrame:
+    """Download time (s from the flow's first ACK) against size for every flow
+    (cclab.analysis.metrics.download_curves): profile, variant, run, flow, size, time."""
+    out = []
+    for r in runs("lab4", root):
+        prof = profile_name(r)
+        sizes = sizes_by_profile.get(prof)
+        if sizes is None:
+            continue
+        d = metrics.download_curves([r], sizes)
+        if not len(d):
+            continue
+        d["profile"] = prof
+        d["variant"] = [variant(r, c) for c in d["cca"]]
+        out.append(d)
+    return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
+
+
+def lab3_share_samples(root=None) -> pd.DataFrame:
+    """Per iperf3 interval while Spline and its competitor both ran (lab3-share): run,
+    competitor, t, spline_mbps, other_mbps."""
+    rows = []
+    for r in runs("lab3", root):
+        if r.experiment != "lab3-share":
+            continue
+        fl = metrics.flow_info(r)
+        tput = metrics.throughput_series(r)
+        for a, b in _pairs_of(fl):
+            tp = tput[tput["flow"].isin([a, b])]
+            lo, hi = metrics.overlap_window(None, tp)
+            w = tp[(tp["t_start"] >= lo - 1e-6) & (tp["t_end"] <= hi + 1e-6)]
+            p = w.pivot_table(index="t", columns="flow", values="bps", aggfunc="sum").dropna()
+            if a not in p or b not in p:
+                continue
+            for t, row in p.iterrows():
+                rows.append({"run": r.label, "competitor": fl.loc[b, "cca"], "t": t,
+                             "spline_mbps": row[a] / 1e6, "other_mbps": row[b] / 1e6})
+    return pd.DataFrame(rows, columns=["run", "competitor", "t", "spline_mbps", "other_mbps"])
+
+
+# ---------------------------------------------------------------- the seed's claims
+
+def compare(a, b, confidence: float = 0.95) -> str:
+    """"higher" if the t-interval of mean(a) lies wholly above that of mean(b), "lower" if wholly
+    below, else "inconclusive" (also with fewer than two finite observations on a side)."""
+    x, y = stats.mean_ci(list(a), confidence), stats.mean_ci(list(b), confidence)
+    if x["n"] < 2 or y["n"] < 2 or not all(math.isfinite(v) for v in
+                                           (x["ci_low"], x["ci_high"], y["ci_low"], y["ci_high"])):
+        return "inconclusive"
+    if x["ci_low"] > y["ci_high"]:
+        return "higher"
+    if x["ci_high"] < y["ci_low"]:
+        return "lower"
+    return "inconclusive"
+
+
+# claim -> (what the seed reports for Spline against the other, the seed's figures)
+LAB3_CLAIMS = {
+    "goodput_0": ("higher", "19.6 vs 16.0 MB/s (3 GB file), 19.8 vs 17.1 MB/s (6 GB file), Wi-Fi, no added loss"),
+    "goodput_20": ("higher", "13.2 vs 11.3 MB/s with \"netem loss 20% 5%\""),
+    "retrans_0": ("lower", "12.6 vs 13.6 % and 1.1 vs 1.5 % retransmissions"),
+    "goodput_vs_cubic": ("lower", "fairness_rat below 3 makes Spline yield to competitors (no figure)"),
+    "goodput_vs_bbr": ("lower", "fairness_rat below 3 makes Spline yield to competitors (no figure)"),
+}
+
+
+def lab3_claims(root=None, compare_fn=None) -> pd.DataFrame:
+    """One row per claim: seed (direction the seed reports), seed_figures, measured (compare() of
+    Spline's observations against the other algorithm's), verdict: holds / contradicted /
+    inconclusive, n_spline, n_other."""
+    cmp_ = compare_fn or compare
+    lf = lab3_loss_flows(root)
+    sh = lab3_share_samples(root)
+    obs = {}
+    for loss, key in ((0.0, "goodput_0"), (20.0, "goodput_20")):
+        g = lf[lf["loss"] == loss] if len(lf) else lf
+        obs[key] = (g[g["cca"] == "spline"]["goodput_mbps"] if len(g) else [],
+                    g[g["cca"] == "bbr"]["goodput_mbps"] if len(g) else [])
+    g = lf[lf["loss"] == 0.0] if len(lf) else lf
+    obs["retrans_0"] = (g[g["cca"] == "spline"]["retrans_rate"] if len(g) else [],
+                        g[g["cca"] == "bbr"]["retrans_rate"] if len(g) else [])
+    for comp in ("cubic", "bbr"):
+        s = sh[sh["competitor"] == comp]
+        obs[f"goodput_vs_{comp}"] = (s["spline_mbps"], s["other_mbps"])
+    rows = []
+    for claim, (seed, figures) in LAB3_CLAIMS.items():
+        a, b = obs[claim]
+        m = cmp_(list(a), list(b))
+        rows.append({"claim": claim, "seed": seed, "seed_figures": figures, "measured": m,
+                     "verdict": "inconclusive" if m == "inconclusive" else
+                     ("holds" if m == seed else "contradicted"),
+                     "spline_mean": float(np.mean(a)) if len(a) else math.nan,
+                     "other_mean": float(np.mean(b)) if len(b) else math.nan,
+                     "n_spline": len(a), "n_other": len(b)})
+    return pd.DataFrame(rows).set_index("claim")
+
+
+# ---------------------------------------------------------------- fresh copies for the tests
+
+def load_fresh():
+    """labkit and this module loaded again from their files, so a notebook that redefined one of
+    their functions does not change what a test checks."""
+    import importlib.util
+
+    def load(name, path):
+        spec = importlib.util.spec_from_file_location(name, path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        return mod
+    here = Path(__file__).resolve().parent
+    lk_path = next(p for p in (Path("labkit.py"), here / "labkit.py", Path(labkit.HERE) / "labkit.py")
+                   if p.is_file())
+    km_path = next(p for p in (Path("kmodlab.py"), here / "kmodlab.py") if p.is_file())
+    saved = sys.modules.get("labkit")
+    sys.modules["labkit"] = load("labkit", lk_path)
+    try:
+        return load("kmodlab_check", km_path)
+    finally:
+        if saved is not None:
+            sys.modules["labkit"] = saved
