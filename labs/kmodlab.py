@@ -302,28 +302,6 @@ def lab3_mode_changes(root=None) -> pd.DataFrame:
     return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
 
 
-def lab3_sharing(root=None) -> pd.DataFrame:
-    """Spline against each competitor in lab3-share, per run: competitor, spline_mbps,
-    other_mbps, spline_share (of the two flows' goodput while both ran), jain."""
-    rows = []
-    for r in runs("lab3", root):
-        if r.experiment != "lab3-share":
-            continue
-        fl = metrics.flow_info(r)
-        tput = metrics.throughput_series(r)
-        for (a, b) in _pairs_of(fl):
-            other = fl.loc[b, "cca"]
-            tp = tput[tput["flow"].isin([a, b])]
-            win = metrics.overlap_window(None, tp)
-            sh = metrics.shares(r, win)
-            sh = sh[sh["flow"].isin([a, b])].set_index("flow")
-            sp, ot = float(sh.loc[a, "bps"]), float(sh.loc[b, "bps"])
-            rows.append({"run": r.label, "competitor": other, "spline_mbps": sp / 1e6,
-                         "other_mbps": ot / 1e6, "spline_share": sp / (sp + ot) if sp + ot else math.nan,
-                         "jain": stats.jain([sp, ot])})
-    return pd.DataFrame(rows)
-
-
 def _pairs_of(fl: pd.DataFrame):
     """(spline flow, competitor flow) for each pair of flows that start together."""
     out = []
@@ -454,12 +432,18 @@ def lab3_share_samples(root=None) -> pd.DataFrame:
             tp = tput[tput["flow"].isin([a, b])]
             lo, hi = metrics.overlap_window(None, tp)
             w = tp[(tp["t_start"] >= lo - 1e-6) & (tp["t_end"] <= hi + 1e-6)]
-            p = w.pivot_table(index="t", columns="flow", values="bps", aggfunc="sum").dropna()
-            if a not in p or b not in p:
+            # the two flows' intervals end a few ms apart (their iperf3 clients start one after
+            # the other): pair each Spline interval with the competitor's nearest one
+            x = w[w["flow"] == a][["t", "bps"]].sort_values("t")
+            y = w[w["flow"] == b][["t", "bps"]].sort_values("t")
+            if not len(x) or not len(y):
                 continue
-            for t, row in p.iterrows():
-                rows.append({"run": r.label, "competitor": fl.loc[b, "cca"], "t": t,
-                             "spline_mbps": row[a] / 1e6, "other_mbps": row[b] / 1e6})
+            step = float(np.median(np.diff(x["t"]))) if len(x) > 1 else 1.0
+            m = pd.merge_asof(x, y, on="t", direction="nearest", tolerance=step / 2,
+                              suffixes=("_s", "_o")).dropna()
+            for row in m.itertuples():
+                rows.append({"run": r.label, "competitor": fl.loc[b, "cca"], "t": row.t,
+                             "spline_mbps": row.bps_s / 1e6, "other_mbps": row.bps_o / 1e6})
     return pd.DataFrame(rows, columns=["run", "competitor", "t", "spline_mbps", "other_mbps"])
 
 

@@ -162,3 +162,18 @@ def test_scorecard_refuses_a_record_under_the_wrong_mode(tmp_path):
     (d / "record.json").write_text(json.dumps({"lab": "lab3", "mode": "full", "runs": {}}))
     with pytest.raises(SystemExit, match="full-mode record"):
         scorecard.main(["--results", str(tmp_path), "--out", str(tmp_path / "sc.md")])
+
+
+def test_share_samples_and_claims_on_a_synthetic_sharing_run(tmp_path):
+    from cclab.analysis import synthetic
+    synthetic.make_run(tmp_path / "lab3" / "lab3-share" / "r-1", experiment="lab3-share",
+                       ccas=("spline", "cubic"), shares=(0.3, 0.7), rate=20e6, duration=6)
+    (tmp_path / "lab3" / "record.json").write_text(json.dumps(
+        {"lab": "lab3", "mode": "quick", "runs": {"lab3-share/r-1": {}}}))
+    s = KM.lab3_share_samples(tmp_path)
+    assert len(s) >= 50 and set(s["competitor"]) == {"cubic"}
+    share = s["spline_mbps"].sum() / (s["spline_mbps"].sum() + s["other_mbps"].sum())
+    assert share == pytest.approx(0.3, abs=0.01)
+    c = KM.lab3_claims(tmp_path)
+    assert c.loc["goodput_vs_cubic", "measured"] == "lower" and c.loc["goodput_vs_cubic", "verdict"] == "holds"
+    assert c.loc["goodput_0", "verdict"] == "inconclusive" and c.loc["goodput_0", "n_spline"] == 0
