@@ -1,17 +1,21 @@
 """Tolerance bands from reference runs.
 
-    python3 grading/make_reference.py lab1 SUBMISSION_DIR... [--margin 0.15] > labs/lab1/reference.csv
+    python3 grading/make_reference.py lab1 SUBMISSION_DIR... [--margin 0.25] > labs/lab1/reference.csv
 
 Each SUBMISSION_DIR is a folder holding `<lab>/record.json` and the runs it lists (what a lab
 notebook leaves in `submission/`), made by an instructor in the lab VM -- several of them, in
 each mode, so the bands cover run-to-run spread.  Every graded metric is recomputed with the
-same code the autograder uses (notebooks/labkit.py); the band is [min, max] over the reference
-runs widened by the margin.  Runs that fail labkit.verify() are refused.
+same code the autograder uses (notebooks/labkit.py).  The band is [min, max] over the reference
+runs, widened on each side by half their range (a few runs understate the spread) and by the
+margin times the value; metrics that cannot be negative stay >= 0.  Runs that fail
+labkit.verify() are refused.  The header records how the bands were made: the reference
+folders, the kernel(s), kit commit(s) and dates of their runs, the number of runs per band.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -29,7 +33,8 @@ def metrics(lab: str, root: Path) -> dict[tuple[str, str], float]:
         sel = g[g["experiment"].isin(["lab1-wired", "lab1-wifi"])]
         for (prof, cca), v in sel.groupby(["profile", "cca"])["mbps"].mean().items():
             out[("throughput_mbps", f"{prof}/{cca}")] = v
-        out[("vegas_queue_pkts", "wired/vegas")] = labkit.vegas_diff(lab, "lab1-wired", root)
+        out[("vegas_diff_pkts", "wired/vegas")] = labkit.vegas_diff(lab, "lab1-wired", root)
+        out[("vegas_queue_pkts", "wired/vegas")] = labkit.vegas_queue(lab, "lab1-wired", root)
     elif lab == "lab2":
         for exp, metric in (("lab2-p1", "p1_mbps"), ("lab2-p10", "p10_mbps")):
             for cca, v in g[g["experiment"] == exp].groupby("cca")["mbps"].mean().items():
@@ -42,25 +47,55 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("lab", choices=("lab1", "lab2"))
     ap.add_argument("roots", nargs="+", type=Path)
-    ap.add_argument("--margin", type=float, default=0.15)
+    ap.add_argument("--margin", type=float, default=0.25)
+    ap.add_argument("--keep", type=Path, help="an existing reference.csv whose rows for the modes "
+                    "not given here are carried over as they are")
     a = ap.parse_args(argv)
     values: dict[tuple[str, str, str], list[float]] = defaultdict(list)
+    kernels, commits, starts, modes = set(), set(), [], set()
     for root in a.roots:
         bad = labkit.verify(a.lab, root)
         if bad:
             print(f"make_reference: {root}: not a clean run: {bad[:3]}", file=sys.stderr)
             return 1
         mode = labkit.read_record(a.lab, root)["mode"]
+        modes.add(mode)
+        for d in labkit.run_dirs(a.lab, root):
+            m = json.loads((d / "manifest.json").read_text())
+            kernels.add(str(m.get("kernel")))
+            commits.add(str((m.get("kit") or {}).get("commit", "?"))[:12]
+                        + ("+dirty" if (m.get("kit") or {}).get("dirty") else ""))
+            starts.append(str(m.get("start", "?"))[:19])
         for (metric, key), v in metrics(a.lab, root).items():
             if v == v:
                 values[(mode, metric, key)].append(float(v))
-    print(f"# Tolerance bands for {a.lab}, from {len(a.roots)} reference run folder(s) "
-          f"(grading/make_reference.py, margin {a.margin:g}).")
+    print(f"# Tolerance bands for {a.lab}, made by grading/make_reference.py from {len(a.roots)} "
+          f"reference run folder(s) in {'/'.join(sorted(modes))} mode:")
+    print("#   " + " ".join(str(r) for r in a.roots))
+    print(f"#   kernel {', '.join(sorted(kernels))}; kit {', '.join(sorted(commits))}")
+    print(f"#   runs made {min(starts)} .. {max(starts)} UTC; n = runs per band")
+    print(f"# band = [min, max] of the runs, widened by half their range and by {a.margin:g} x the value.")
     print("mode,metric,key,lo,hi,n,source")
     for (mode, metric, key), vs in sorted(values.items()):
-        lo, hi = min(vs) * (1 - a.margin), max(vs) * (1 + a.margin)
+        lo, hi = band(vs, a.margin)
         print(f"{mode},{metric},{key},{lo:.4g},{hi:.4g},{len(vs)},reference runs")
+    if a.keep is not None and a.keep.is_file():
+        kept = [line for line in a.keep.read_text().splitlines()
+                if line and not line.startswith("#") and not line.startswith("mode,")
+                and line.split(",")[0] not in modes]
+        if kept:
+            print(f"# carried over from the previous {a.keep.name} (no reference runs in this mode yet):")
+            print("\n".join(kept))
     return 0
+
+
+def band(vs: list[float], margin: float) -> tuple[float, float]:
+    lo, hi = min(vs), max(vs)
+    half = (hi - lo) / 2
+    lo, hi = lo - half - margin * abs(lo), hi + half + margin * abs(hi)
+    if min(vs) >= 0:
+        lo = max(lo, 0.0)
+    return lo, hi
 
 
 if __name__ == "__main__":

@@ -220,6 +220,39 @@ LAB_THRESHOLDS = {"backlog_min_frac": 0.88, "link_limited_min": 0.85, "idle_rtt_
                   "queue_slack_pkts": 8.0, "queue_slack_ms": 10.0}
 
 
+def run_thresholds(profile: dict) -> dict:
+    """LAB_THRESHOLDS for one run's link profile: how many packets beyond netem's delay line make
+    the bottleneck count as backlogged for the rate checks (backlog_min_pkts).
+
+    The checks take the delay line as the departure rate times the delay.  But netem holds every
+    packet for its delay before the shaper sees it, so while a sender outpaces the link (slow
+    start doubles its rate each RTT) the delay line holds up to twice that, and those packets are
+    not waiting for the link; netem with jitter holds a packet until its own random delay has
+    passed, and an aggregation slot stays closed for up to slot.max after its last packet.  The
+    link runs at its rate only once the queue covers these.  So a run counts as backlogged only
+    beyond rate x (delay + jitter + slot.max) packets (the highest rate and delay the profile's
+    dynamics may draw).  Measured in the lab VM, bottleneck departures at the deepest queues
+    against the configured rate: wifi (50 Mbit/s, 2 ms jitter, slots 0.8-10 ms) 241.8 us per
+    packet with >= 120 packets queued, ideal 241.9, but 1.6 ms with < 15 queued; starlink-seed
+    (tbf 10 Mbit/s behind 50 ms of netem) 9.8-9.9 Mbit/s with >= 60 queued, 1.7 Mbit/s with
+    < 20 (P=1 flows at 2 % loss, never queueing); leo 87.6 of 88.8 Mbit/s with 100-200 queued.
+    With the default of 2 packets those runs failed rate_backlogged (56-89 %) although the
+    guest's CPUs were 70 % idle."""
+    th = dict(LAB_THRESHOLDS)
+    dyn = (profile or {}).get("dynamics") or {}
+    for d in ("down", "up"):
+        link = (profile or {}).get(d) or {}
+        rate = max([float(link.get("rate") or 0)] + [float(x) for x in dyn.get(f"{d}_rate") or []])
+        delay = max([float(link.get("delay") or 0)] + [float(x) for x in dyn.get("delay") or []])
+        hold = float(link.get("jitter") or 0) + float((link.get("slot") or {}).get("max") or 0)
+        # the delay line's extra packets when the sender outpaces the link (slow start: twice)
+        hold += delay
+        if hold > 0 and rate:
+            pkts = math.ceil(rate * hold / 8 / 1514)
+            th["backlog_min_pkts"] = max(th.get("backlog_min_pkts", 2.0), float(pkts))
+    return th
+
+
 def _fidelity(run_dir: Path) -> None:
     m = json.loads((run_dir / "manifest.json").read_text())
     if "fidelity" in m:
@@ -228,7 +261,7 @@ def _fidelity(run_dir: Path) -> None:
         from cclab.analysis import fidelity
     except ImportError:
         return
-    fidelity.write_verdict(run_dir, fidelity.Thresholds(**LAB_THRESHOLDS))
+    fidelity.write_verdict(run_dir, fidelity.Thresholds(**run_thresholds(m.get("profile") or {})))
 
 
 def run_lab(lab: str, run_mode: str | None = None, root=None, ccas=None, progress=print) -> Path:
@@ -394,6 +427,11 @@ def _check_run(d: Path, m: dict) -> list[str]:
         if not f.get("sent_bytes") or abs(sent - float(f["sent_bytes"])) > 0.05 * float(f["sent_bytes"]) + 1e5:
             bad.append(f"flow {n}: iperf.csv intervals ({sent:.0f} B) do not add up to the flow's "
                        f"{f.get('sent_bytes')} B")
+        rows = iperf[(iperf["flow"] == n) & (iperf["side"] == "receiver")] if not iperf.empty else iperf
+        got = float(rows["bytes"].sum()) if len(rows) else 0.0
+        if abs(got - float(f.get("received_bytes") or 0)) > 0.01 * float(f.get("received_bytes") or 0) + 1e4:
+            bad.append(f"flow {n}: iperf.csv receiver intervals ({got:.0f} B) do not add up to the "
+                       f"flow's {f.get('received_bytes')} B received")
         raw = d / "raw" / f"iperf-{n}.json"
         if raw.is_file():
             try:
@@ -422,37 +460,62 @@ def run_modes(lab: str, root=None) -> str | None:
 
 # ---------------------------------------------------------------- the graded metrics
 
-def goodput(lab: str, root=None) -> pd.DataFrame:
+def goodput(lab: str, root=None, side: str = "receiver") -> pd.DataFrame:
     """Per flow: experiment, profile, cca, streams, throughput in Mbit/s: the bytes iperf3's
-    sender reported over all its intervals and streams, over the flow's span."""
+    receiver reported over all its intervals and streams, over the span of those intervals.
+    (The sender's intervals count what it wrote into its socket: for a short flow that includes
+    what is still buffered when it stops, up to 1.8x the link rate for 3 s flows of 10 streams
+    measured in the lab VM.)"""
     flows = table(lab, "flows", root)
     iperf = table(lab, "iperf", root)
     rows = []
     for _, f in flows.iterrows():
         iv = iperf[(iperf["experiment"] == f["experiment"]) & (iperf["run"] == f["run"])
                    & (iperf["flow"] == f["flow"])]
-        side = iv[iv["side"] == "sender"]
-        span = side["t_end"].max() - side["t_start"].min() if len(side) else float("nan")
-        mbps = side["bytes"].sum() * 8 / span / 1e6 if len(side) and span > 0 else float("nan")
+        rows_ = iv[iv["side"] == side]
+        span = rows_["t_end"].max() - rows_["t_start"].min() if len(rows_) else float("nan")
+        mbps = rows_["bytes"].sum() * 8 / span / 1e6 if len(rows_) and span > 0 else float("nan")
         rows.append({"experiment": f["experiment"], "profile": f["profile"], "run": f["run"],
                      "flow": int(f["flow"]), "cca": f["cca"], "streams": int(f["streams"]),
                      "mbps": mbps, "retransmits": f.get("retransmits")})
     return pd.DataFrame(rows)
 
 
-def idle_rtt_ms(lab: str, root=None) -> pd.Series:
-    """Median ping RTT before the first flow, per run."""
+def first_start(lab: str, root=None) -> pd.Series:
+    """When each run's first flow started (s, the tables' clock), per (experiment, run)."""
+    flows = table(lab, "flows", root)
+    if flows.empty:
+        return pd.Series(dtype=float)
+    return flows.groupby(["experiment", "run"])["t_start"].min()
+
+
+def idle_pings(lab: str, root=None) -> pd.DataFrame:
+    """Ping samples taken before the run's first flow started (the lab files give 2 s for them)."""
     ping = table(lab, "ping", root)
     if ping.empty:
+        return ping
+    first = first_start(lab, root)
+    t0 = [first.get((e, r), 0.0) for e, r in zip(ping["experiment"], ping["run"])]
+    return ping[ping["t"] < pd.Series(t0, index=ping.index)]
+
+
+def idle_rtt_ms(lab: str, root=None) -> pd.Series:
+    """Median ping RTT before the first flow, per run."""
+    idle = idle_pings(lab, root)
+    if idle.empty:
         return pd.Series(dtype=float)
-    return ping[ping["t"] < 0].groupby(["experiment", "run"])["rtt_ms"].median()
+    return idle.groupby(["experiment", "run"])["rtt_ms"].median()
 
 
-def added_delay(lab: str, root=None) -> pd.DataFrame:
-    """Per flow: median smoothed RTT the sender saw (ss) minus the run's idle RTT, in ms."""
+def added_delay(lab: str, root=None, last: float = 4.0) -> pd.DataFrame:
+    """Per flow: median smoothed RTT the sender saw (ss) over the flow's last `last` seconds (after
+    its start-up) minus the run's idle RTT, in ms."""
     ss = with_cca(table(lab, "ss", root), table(lab, "flows", root))
     idle = idle_rtt_ms(lab, root)
-    out = ss.groupby(["experiment", "profile", "run", "flow", "cca"])["rtt_ms"].median().reset_index()
+    keys = ["experiment", "profile", "run", "flow", "cca"]
+    if len(ss):
+        ss = ss[ss["t"] > ss.groupby(keys)["t"].transform("max") - last]
+    out = ss.groupby(keys)["rtt_ms"].median().reset_index()
     out["idle_ms"] = [idle.get((e, r), float("nan")) for e, r in zip(out["experiment"], out["run"])]
     out["added_ms"] = out["rtt_ms"] - out["idle_ms"]
     return out
@@ -502,14 +565,50 @@ def cubic_k(w_max: float) -> float:
     return (w_max * (1 - CUBIC_BETA) / CUBIC_C) ** (1 / 3)
 
 
-def vegas_diff(lab: str, experiment: str = "lab1-wired", root=None) -> float:
-    """Median over congestion avoidance of cwnd x (1 - base_rtt / rtt): packets Vegas keeps
-    queued (its expected minus actual rate, times the base RTT)."""
+VEGAS_MIN_ACKS = 20      # RTT samples of the current round a Vegas sample needs to count
+VEGAS_LAST_S = 4.0       # the Vegas questions read the flow's last seconds
+
+
+def vegas_info(cw: pd.DataFrame) -> pd.DataFrame:
+    """Vegas' own state per ss sample, read from its vegas:(...) block: enabled, rttcnt (RTT
+    samples so far in this round), base_us (BaseRTT: the smallest RTT of the connection) and
+    minrtt_us (the smallest RTT of this round, what Vegas compares with BaseRTT once a round)."""
+    cols = ["enabled", "rttcnt", "base_us", "minrtt_us"]
+
+    def parse(info):
+        if not isinstance(info, str) or not info.startswith("vegas:("):
+            return [float("nan")] * 4
+        kv = dict(x.split(":", 1) for x in info[len("vegas:("):].rstrip(")").split(","))
+        return [float(kv.get(k, "nan")) for k in ("enabled", "rttcnt", "rtt", "minrtt")]
+    return pd.DataFrame([parse(x) for x in cw["module_info"]], index=cw.index, columns=cols)
+
+
+def vegas_diff(lab: str, experiment: str = "lab1-wired", root=None,
+               min_acks: int = VEGAS_MIN_ACKS, last: float = VEGAS_LAST_S) -> float:
+    """Vegas' own Diff, as Linux computes it once per RTT: cwnd x (minRTT - BaseRTT) / BaseRTT,
+    i.e. (Expected - Actual) x minRTT with Expected = cwnd/BaseRTT, Actual = cwnd/minRTT.
+    Median over the samples of the flow's last `last` seconds (after the slow-start overshoot has
+    drained), with Vegas enabled and at least `min_acks` RTT samples seen in the current round
+    (its minRTT restarts every round)."""
+    cw = cwnd_series(lab, experiment, "vegas", root)
+    if cw.empty:
+        return float("nan")
+    v = pd.concat([cw, vegas_info(cw)], axis=1)
+    ca = v[(v["t"] > v["t"].max() - last) & (v["enabled"] == 1) & (v["rttcnt"] >= min_acks)
+           & (v["base_us"] > 0) & (v["minrtt_us"] < 0x7fffffff)]
+    return float((ca["cwnd"] * (ca["minrtt_us"] - ca["base_us"]) / ca["base_us"]).median())
+
+
+def vegas_queue(lab: str, experiment: str = "lab1-wired", root=None, last: float = VEGAS_LAST_S) -> float:
+    """Packets the Vegas flow keeps queued on average: the median over the samples of its last
+    `last` seconds of cwnd x (1 - BaseRTT / srtt), BaseRTT the smallest min_rtt_ms of its samples.
+    Larger than vegas_diff: the smoothed RTT averages the queue over the round, Vegas' minRTT
+    takes its low point."""
     cw = cwnd_series(lab, experiment, "vegas", root)
     if cw.empty:
         return float("nan")
     base = cw["min_rtt_ms"].min()
-    ca = cw[cw["t"] > cw["t"].min() + 1.0]
+    ca = cw[cw["t"] > cw["t"].max() - last]
     return float((ca["cwnd"] * (1 - base / ca["rtt_ms"])).median())
 
 
@@ -534,9 +633,10 @@ def bbr_startup_end(lab: str, experiment: str = "lab1-wired", root=None) -> floa
 
 
 def share(lab: str, experiment: str, cca: str, root=None) -> float:
-    """Percent of the bytes delivered to `cca`'s flows while all flows of `experiment` ran."""
+    """Percent of the bytes delivered to `cca`'s flows while all flows of `experiment` ran: the
+    receiver intervals that lie completely inside the time every flow was running."""
     iperf = with_cca(table(lab, "iperf", root), table(lab, "flows", root))
-    iv = iperf[(iperf["experiment"] == experiment) & (iperf["side"] == "sender")]
+    iv = iperf[(iperf["experiment"] == experiment) & (iperf["side"] == "receiver")]
     if iv.empty:
         return float("nan")
     spans = iv.groupby("flow").agg(a=("t_start", "min"), b=("t_end", "max"))

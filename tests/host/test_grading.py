@@ -230,3 +230,41 @@ def test_build_packages_lab5_and_its_autograder_grades_it(tmp_path):
         assert float(r["master"][q]) == full, (q, r["master"])
     assert r["unfilled"]["status"] == "graded"
     assert float(r["unfilled"]["score"]) < float(r["master"]["score"]) / 2, r["unfilled"]
+
+
+def test_lab_fidelity_thresholds_follow_the_link():
+    """labkit counts a bottleneck as backlogged only beyond what netem's delay line (at twice the
+    rate), jitter and aggregation slots hold; the profiles' own numbers give the packet counts."""
+    import labkit
+    wire = 1514 * 8
+    wired = {"down": {"rate": 50e6, "delay": 0.020}, "up": {"rate": 50e6, "delay": 0.020}}
+    assert labkit.run_thresholds(wired)["backlog_min_pkts"] == -(-50e6 * 0.020 // wire)
+    wifi = {"down": {"rate": 50e6, "delay": 0.003, "jitter": 0.002, "slot": {"max": 0.010}},
+            "up": {"rate": 20e6, "delay": 0.003, "jitter": 0.002, "slot": {"max": 0.010}}}
+    assert labkit.run_thresholds(wifi)["backlog_min_pkts"] == -(-50e6 * 0.015 // wire)      # 62
+    leo = {"down": {"rate": 80e6, "delay": 0.015}, "up": {"rate": 10e6, "delay": 0.015},
+           "dynamics": {"down_rate": [50e6, 100e6], "up_rate": [5e6, 15e6], "delay": [0.010, 0.025]}}
+    assert labkit.run_thresholds(leo)["backlog_min_pkts"] == -(-100e6 * 0.025 // wire)      # 207
+    # a link without delay keeps the lab's default, and every other threshold is LAB_THRESHOLDS'
+    bare = labkit.run_thresholds({"down": {"rate": 1e9}})
+    assert bare == labkit.LAB_THRESHOLDS or bare == dict(labkit.LAB_THRESHOLDS, backlog_min_pkts=2.0)
+    assert {k: v for k, v in labkit.run_thresholds(wired).items() if k != "backlog_min_pkts"} == \
+        {k: v for k, v in labkit.LAB_THRESHOLDS.items() if k != "backlog_min_pkts"}
+
+
+def test_vegas_and_idle_rtt_read_what_the_run_recorded(tmp_path):
+    """Vegas' own Diff comes from its vegas:(...) block, the queue from the smoothed RTT, both over
+    the flow's last 4 s; the idle RTT from the pings before the first flow, not those after."""
+    import labkit
+    fixtures.lab1_results(tmp_path)
+    root = tmp_path / "submission"
+    cw = labkit.cwnd_series("lab1", "lab1-wired", "vegas", root)
+    vi = labkit.vegas_info(cw)
+    assert (vi["enabled"] == 1).all() and (vi["base_us"] == 40000).all()
+    last = cw["t"] > cw["t"].max() - 4
+    want = (cw["cwnd"] * (vi["minrtt_us"] - vi["base_us"]) / vi["base_us"])[last].median()
+    assert labkit.vegas_diff("lab1", "lab1-wired", root) == pytest.approx(want)
+    assert 0 < labkit.vegas_diff("lab1", "lab1-wired", root) < labkit.vegas_queue("lab1", "lab1-wired", root)
+    idle = labkit.idle_rtt_ms("lab1", root)
+    assert all(v == pytest.approx(40.05) for v in idle[idle.index.get_level_values(0) == "lab1-wired"])
+    assert labkit.idle_pings("lab1", root)["t"].max() < fixtures.LEAD

@@ -1,0 +1,114 @@
+"""Labs 1 and 2 in the lab VM (root): each master notebook runs headless in quick mode, passes
+every public and hidden test cell (a failing assert stops nbclient) and takes at most 5 min.
+Then lab 1's real run goes through the instructor pipeline: grading/build.py makes the
+autograder, grading/grade.py grades the run as the unprivileged user `nobody` with a time and
+memory limit -- the master with its answers gets full marks, the same results with numbers
+edited after the run fail the recompute tests, and a probe cell shows who ran it and the limits.
+The notebooks run in scratch folders, so their results do not land in the checkout."""
+
+import csv
+import os
+import pwd
+import resource
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+import pandas as pd
+import pytest
+from nbclient import NotebookClient
+
+KIT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(KIT))
+
+BUDGET_S = 300            # quick mode, whole notebook, software-emulated guest
+LAB1_POINTS = 16.0        # lab 1's autograded points
+RUNS: dict[str, Path] = {}
+
+
+@pytest.mark.parametrize("lab", ["lab1", "lab2"])
+def test_master_runs_in_quick_mode_and_passes_its_tests(lab, tmp_path_factory, monkeypatch):
+    work = tmp_path_factory.mktemp(lab)
+    shutil.copy(KIT / "notebooks" / f"{lab}.ipynb", work)
+    shutil.copy(KIT / "notebooks" / "labkit.py", work)
+    shutil.copy(KIT / "labs" / lab / "reference.csv", work / f"reference-{lab}.csv")
+    monkeypatch.setenv("CCLAB_MODE", "quick")
+    monkeypatch.setenv("CCLAB_KIT", str(KIT))
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    monkeypatch.delenv("CCLAB_REPLAY", raising=False)
+    nb = nbformat.read(work / f"{lab}.ipynb", as_version=4)
+    nb.cells = [c for c in nb.cells if "grader.export" not in c.source]     # no zip needed here
+    began = time.monotonic()
+    NotebookClient(nb, timeout=600, kernel_name="python3",
+                   resources={"metadata": {"path": str(work)}}).execute()   # raises on a failed test
+    took = time.monotonic() - began
+    print(f"{lab}: {took:.0f} s in quick mode")
+    text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code"
+                   for o in c.get("outputs", []))
+    assert "results look real" in text, "the run's own check found problems"
+    hidden = [c for c in nb.cells if c.cell_type == "code" and c.source.startswith("# HIDDEN")]
+    assert len(hidden) >= 8 and all(c.get("execution_count") for c in hidden)
+    assert (work / "submission" / lab / "record.json").is_file()
+    assert took <= BUDGET_S, f"{lab} took {took:.0f} s in quick mode (budget {BUDGET_S} s)"
+    nbformat.write(nb, work / f"{lab}.ipynb")
+    RUNS[lab] = work
+
+
+PROBE = '''import os, resource
+from pathlib import Path
+_scratch = Path.cwd().parent.parent          # grade.py's scratch: work/<random>/, autograder/
+raise RuntimeError(f"PROBE uid={os.geteuid()} as={resource.getrlimit(resource.RLIMIT_AS)[0]} "
+                   f"kit_writable={os.access({kit!r}, os.W_OK)} "
+                   f"work_listable={os.access(Path.cwd().parent, os.R_OK)} "
+                   f"tests_readable={os.access(_scratch / 'autograder' / 'tests', os.R_OK)} "
+                   f"autograder_exists={(_scratch / 'autograder').exists()}")
+'''
+
+
+def test_grading_a_real_run_as_an_unprivileged_user(tmp_path):
+    from grading import build, grade
+    assert "lab1" in RUNS, "lab 1's quick-mode run did not complete (see the test above)"
+    real = RUNS["lab1"]
+    dist = build.build("lab1", tmp_path / "dist")
+    master = dist / "autograder" / "lab1.ipynb"
+    subs = tmp_path / "subs"
+    # the notebook the run executed (answers and all) with its results
+    shutil.copytree(real / "submission", subs / "real" / "submission")
+    shutil.copy(real / "lab1.ipynb", subs / "real" / "lab1.ipynb")
+    # the same results with BBR's bytes edited after the run, answers computed from the edit
+    shutil.copytree(subs / "real", subs / "edited")
+    wired = next((subs / "edited" / "submission" / "lab1" / "lab1-wired").glob("*/iperf.csv"))
+    df, flows = pd.read_csv(wired), pd.read_csv(wired.parent / "flows.csv")
+    bbr = int(flows.loc[flows["cca"] == "bbr", "flow"].iloc[0])
+    df.loc[df["flow"] == bbr, "bytes"] = (df.loc[df["flow"] == bbr, "bytes"] * 1.5).astype(int)
+    df.to_csv(wired, index=False)
+    shutil.copy(master, subs / "edited" / "lab1.ipynb")
+    # a probe: the master with a first code cell that reports who runs it and under what limits
+    shutil.copytree(real / "submission", subs / "probe" / "submission")
+    nb = nbformat.read(master, as_version=4)
+    first = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code")
+    nb.cells.insert(first, nbformat.v4.new_code_cell(PROBE.replace("{kit!r}", repr(str(KIT)))))
+    nbformat.write(nb, subs / "probe" / "lab1.ipynb")
+    out = tmp_path / "graded"
+    memory_mb = 2048
+    began = time.monotonic()
+    grade.grade_all(subs, build.autograder_zip(dist), out, jobs=2, timeout=180,
+                    memory_mb=memory_mb, user="nobody")
+    print(f"graded 3 submissions in {time.monotonic() - began:.0f} s")
+    with open(out / "gradebook.csv") as f:
+        rows = {r["student"]: r for r in csv.DictReader(f)}
+    assert rows["real"]["status"] == "graded", rows["real"]
+    assert float(rows["real"]["score"]) == LAB1_POINTS, (
+        rows["real"], (out / "feedback" / "real.txt").read_text())
+    assert float(rows["edited"]["score"]) < LAB1_POINTS / 2, rows["edited"]
+    assert "changed after the run" in (out / "feedback" / "edited.txt").read_text()
+    fb = (out / "feedback" / "probe.txt").read_text()
+    nobody = pwd.getpwnam("nobody").pw_uid
+    assert f"PROBE uid={nobody} " in fb, fb
+    assert f"as={memory_mb << 20} " in fb, fb
+    assert "kit_writable=False" in fb and "work_listable=False" in fb, fb
+    assert "tests_readable=False" in fb and "autograder_exists=True" in fb, fb
+    assert float(rows["probe"]["score"]) == LAB1_POINTS        # the probe's cell is its only error
+    assert resource.getrlimit(resource.RLIMIT_AS)[0] != memory_mb << 20   # set in the child only
