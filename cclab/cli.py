@@ -7,7 +7,8 @@
     cclab plot RUN_DIR [-o PNG]            throughput / cwnd / RTT over time
 
 Exit status: 0 success, 1 the run failed or is incomplete, 2 bad input (nothing was created),
-130 interrupted (cleaned up; partial results marked incomplete).
+130 interrupted by Ctrl-C, 143 by SIGTERM, 129 by SIGHUP (cleaned up; partial results marked
+incomplete).
 """
 
 from __future__ import annotations
@@ -123,9 +124,14 @@ def main(argv=None) -> int:
     except SpecError as e:
         _err(str(e))
         return 2
-    except KeyboardInterrupt:
-        _err("interrupted; cleaned up, partial results are marked incomplete")
-        return 130
+    except KeyboardInterrupt as e:
+        import signal
+        name = e.args[0] if e.args and isinstance(e.args[0], str) else "SIGINT"
+        _err(f"interrupted ({name}); cleaned up, partial results are marked incomplete")
+        try:
+            return 128 + signal.Signals[name].value
+        except KeyError:
+            return 130
     except BrokenPipeError:
         return 0
 

@@ -8,12 +8,16 @@
     rtnetlink, 10 Hz     qdisc.csv                 (what tc -s qdisc shows: backlog, drops)
     ping -D              ping.csv                  (RTT idle and under load)
     tcpdump (optional)   raw/capture-<host>.pcap   (open with tshark or Wireshark)
+    /proc/stat, 10 Hz    cpu.csv                   (busy fraction per CPU and "all")
+    spline:spline_mode   spline.csv                (the kit's modules' tracepoints, when
+    search:search_exit   search.csv                 measure.events names them)
 
 The parsers are pure functions of the text, so they are tested without a network.
 """
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import re
@@ -22,7 +26,7 @@ import time
 from pathlib import Path
 
 from . import netlink
-from .spec import Experiment, Flow
+from .spec import MODULE_EVENTS, Experiment, Flow  # noqa: F401
 
 TRACEFS = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
 
@@ -46,10 +50,6 @@ def iperf_client(f: Flow, dst: str, port: int, interval: float) -> list[str]:
         if f.rate:
             argv += ["-b", str(int(f.rate))]
     return argv
-
-
-def ping(dst: str, interval: float) -> list[str]:
-    return ["ping", "-D", "-O", "-n", "-i", f"{interval:g}", dst]
 
 
 def ping(dst: str, interval: float) -> list[str]:
@@ -95,7 +95,7 @@ def _write(path: str, value: str) -> None:
 
 def stop_trace_instance(path: str) -> None:
     try:
-        _write(os.path.join(path, "events/tcp/tcp_probe/enable"), "0")
+        _write(os.path.join(path, "events/enable"), "0")
     except OSError:
         pass
     for _ in range(20):
@@ -108,20 +108,74 @@ def stop_trace_instance(path: str) -> None:
             time.sleep(0.1)          # busy while a reader still has trace_pipe open
 
 
-class ProbeTracer:
-    """tcp:tcp_probe in a private tracing instance, filtered to the run's ports, copied from
-    trace_pipe to a file by a thread.  Timestamps use CLOCK_MONOTONIC ("mono")."""
+def missing_events(events) -> list[str]:
+    """The tracepoints among `events` the running kernel does not offer (module not loaded)."""
+    root = tracefs()
+    if root is None:
+        return list(events)
+    return [e for e in events if not os.path.isdir(os.path.join(root, "events", *e.split(":")))]
 
-    def __init__(self, ports: list[int], out: Path):
+
+def buffer_stats(text: str) -> dict[str, int]:
+    """A per-CPU ring buffer's counters from tracefs per_cpu/cpuN/stats ("bytes: 123" ...)."""
+    out = {}
+    for line in text.splitlines():
+        k, sep, v = line.partition(":")
+        v = v.strip()
+        if sep and v.isdigit():
+            out[k.strip()] = int(v)
+    return out
+
+
+def trace_buffer_kb(mem_available_kb: int | None, cpus: int, most: int = 32768,
+                    least: int = 4096) -> int:
+    """Per-CPU ring buffer size for a run: large enough that a run of tens of seconds at a few
+    hundred Mbit/s (~130 bytes per event, one event per ACK) never has to be read while its
+    flows run, at most 1/16 of the available memory over all CPUs."""
+    if not mem_available_kb:
+        return least
+    return int(max(least, min(most, mem_available_kb // (16 * max(1, cpus)))))
+
+
+def _mem_available_kb() -> int | None:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+class ProbeTracer:
+    """tcp:tcp_probe (and any module tracepoints asked for) in a private tracing instance,
+    filtered to the run's ports in the kernel.  Timestamps use CLOCK_MONOTONIC ("mono").
+
+    Cheap while the flows run: the kernel keeps events in a large per-CPU ring buffer in
+    binary form; they are turned into text (trace_pipe) and written to `out` only when a CPU's
+    buffer passes `drain_at` of its size (checked every `check_every` s by a thread that
+    otherwise sleeps) and once more at stop(), after the flows.  Overwriting is off, so a full
+    buffer drops the newest events rather than old ones; `lost` counts what the kernel dropped."""
+
+    drain_at = 0.5
+    check_every = 0.5
+
+    def __init__(self, ports: list[int], out: Path, events=("tcp:tcp_probe",)):
         self.ports = ports
         self.out = out
+        self.events = list(events)
         self.path = None
         self.thread = None
         self.fd = None
         self.stopping = False
+        self.stop_event = threading.Event()
+        self.buffer_kb = None
+        self.lost = 0
+        self.root = None                         # tests point this at a fake tracefs
 
     def start(self, on_created) -> None:
-        root = tracefs()
+        root = self.root or tracefs()
         if root is None:
             raise RuntimeError("tracefs is not mounted (mount -t tracefs nodev /sys/kernel/tracing)")
         self.path = os.path.join(root, "instances", "cclab")
@@ -130,41 +184,69 @@ class ProbeTracer:
         os.mkdir(self.path)
         on_created(self.path)
         _write(os.path.join(self.path, "trace_clock"), "mono")
-        _write(os.path.join(self.path, "buffer_size_kb"), "8192")
+        self.buffer_kb = trace_buffer_kb(_mem_available_kb(), os.cpu_count() or 1)
+        _write(os.path.join(self.path, "buffer_size_kb"), str(self.buffer_kb))
+        try:
+            _write(os.path.join(self.path, "options/overwrite"), "0")
+        except OSError:
+            pass                                 # older kernels: overwrite the oldest instead
         lo, hi = min(self.ports), max(self.ports)
-        ev = os.path.join(self.path, "events/tcp/tcp_probe")
-        _write(os.path.join(ev, "filter"), f"dport >= {lo} && dport <= {hi}")
-        _write(os.path.join(ev, "enable"), "1")
+        for event in self.events:
+            ev = os.path.join(self.path, "events", *event.split(":"))
+            _write(os.path.join(ev, "filter"), f"dport >= {lo} && dport <= {hi}")
+            _write(os.path.join(ev, "enable"), "1")
         self.fd = os.open(os.path.join(self.path, "trace_pipe"), os.O_RDONLY | os.O_NONBLOCK)
         self.thread = threading.Thread(target=self._copy, daemon=True)
         self.thread.start()
 
+    def _cpu_stats(self) -> list[dict[str, int]]:
+        out = []
+        for d in sorted(glob.glob(os.path.join(self.path, "per_cpu", "cpu*"))):
+            try:
+                with open(os.path.join(d, "stats")) as f:
+                    out.append(buffer_stats(f.read()))
+            except OSError:
+                pass
+        return out
+
+    def _fullest(self) -> float:
+        """The fullest CPU buffer's fill, as a fraction of its size."""
+        size = (self.buffer_kb or 1) * 1024.0
+        return max((s.get("bytes", 0) / size for s in self._cpu_stats()), default=0.0)
+
+    def _drain(self, f, budget: float | None = None) -> None:
+        """Copy what trace_pipe holds to `f` in big reads, until it is empty (or `budget` s)."""
+        until = None if budget is None else time.monotonic() + budget
+        while until is None or time.monotonic() < until:
+            try:
+                chunk = os.read(self.fd, 1 << 20)
+            except BlockingIOError:
+                return
+            if not chunk:
+                return
+            f.write(chunk)
+
     def _copy(self) -> None:
-        import select
         with open(self.out, "ab") as f:
-            while True:
-                r, _, _ = select.select([self.fd], [], [], 0.2)
-                if r:
-                    try:
-                        chunk = os.read(self.fd, 1 << 16)
-                    except BlockingIOError:
-                        chunk = b""
-                    if chunk:
-                        f.write(chunk)
-                        continue
-                if self.stopping:
-                    return
+            while not self.stop_event.wait(self.check_every):
+                if self._fullest() >= self.drain_at:
+                    self._drain(f, budget=5.0)
+            self._drain(f)                       # the events are off: read what is left
+            self.lost = sum(s.get("overrun", 0) + s.get("dropped events", 0)
+                            for s in self._cpu_stats())
 
     def stop(self) -> None:
         if self.path is None:
             return
-        try:
-            _write(os.path.join(self.path, "events/tcp/tcp_probe/enable"), "0")
-        except OSError:
-            pass
+        for event in self.events:
+            try:
+                _write(os.path.join(self.path, "events", *event.split(":"), "enable"), "0")
+            except OSError:
+                pass
         self.stopping = True
+        self.stop_event.set()
         if self.thread is not None:
-            self.thread.join(timeout=3)
+            self.thread.join(timeout=120)      # the last drain formats the whole run's events
         if self.fd is not None:
             os.close(self.fd)
             self.fd = None
@@ -251,6 +333,33 @@ def parse_probe(text: str, mono0: float, flow_of) -> list[dict]:
                      "snd_wnd": kv.get("snd_wnd"), "snd_nxt": kv.get("snd_nxt"),
                      "snd_una": kv.get("snd_una"), "data_len": kv.get("data_len")})
     return rows
+
+
+_EVENT = re.compile(r"\s(\d+\.\d+): (spline_mode|search_exit): (.*)$")
+_EVENT_TABLE = {"spline_mode": "spline", "search_exit": "search"}
+
+
+def parse_module_events(text: str, mono0: float, flow_of) -> dict[str, list[dict]]:
+    """Rows of the module event tables ({"spline": [...], "search": [...]}) from tracefs text
+    (Spline's modes by name, SEARCH's norm_diff in per mille, as the tracepoints print them)."""
+    out = {"spline": [], "search": []}
+    for line in text.splitlines():
+        m = _EVENT.search(line)
+        if not m:
+            continue
+        kv = dict(p.split("=", 1) for p in m.group(3).split() if "=" in p)
+        try:
+            local, peer = int(kv["sport"]), int(kv["dport"])
+        except (KeyError, ValueError):
+            continue
+        flow = flow_of(local, peer)
+        if flow is None:
+            continue
+        row = {"t": round(float(m.group(1)) - mono0, 6), "flow": flow}
+        for k, v in kv.items():
+            row[k] = int(v) if v.lstrip("-").isdigit() else v
+        out[_EVENT_TABLE[m.group(2)]].append(row)
+    return out
 
 
 def parse_iperf(doc: dict, flow: int, t_spawn: float) -> tuple[list[dict], dict]:

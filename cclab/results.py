@@ -9,6 +9,9 @@
         qdisc.csv       bottleneck qdisc statistics over time
         ping.csv        ping RTT (idle before the first flow, then under load)
         changes.csv     link changes applied on time-varying links
+        cpu.csv         CPU busy fraction per CPU ("all": the machine) during the run
+        spline.csv      spline:spline_mode events (when the spec enables that tracepoint)
+        search.csv      search:search_exit events (likewise)
         raw/            the tools' own output the tables were made from (and capture pcaps)
 
 Every time column `t` is seconds since the run's start (manifest "start_epoch").  Every file is
@@ -47,6 +50,11 @@ TABLES = {
     "ping": ["t", "src", "dst", "seq", "rtt_ms"],
     "changes": ["t_planned", "t_applied", "direction", "rate_bps", "delay_s", "loss_percent",
                 "why"],
+    "cpu": ["t", "cpu", "busy_frac"],
+    "spline": ["t", "flow", "sport", "dport", "old", "new", "cwnd", "bw", "min_rtt_us",
+               "fairness"],
+    "search": ["t", "flow", "sport", "dport", "reason", "cwnd", "norm_diff", "elapsed_us",
+               "bin_us"],
 }
 
 

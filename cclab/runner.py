@@ -5,7 +5,8 @@ One run, in order:
      tcp_<name>, or insmod a .ko the experiment names) -- or a clear error before any flow;
   2. the run folder and a manifest marked "incomplete";
   3. the Mininet dumbbell with its qdiscs and sysctls (topo.plan()), recorded as applied;
-  4. measurements start, then iperf3 servers; flows and link changes follow the timeline;
+  4. measurements start (CPU load, sockets, qdiscs, tracepoints, ping), then iperf3 servers;
+     flows and link changes follow the timeline;
   5. whatever happens (end, exception, Ctrl-C, SIGTERM): every process is stopped, every
      namespace removed, the raw output turned into tables, and the manifest finished --
      "complete" only if every flow ran, with the congestion control it asked for.
@@ -27,7 +28,7 @@ from pathlib import Path
 
 from . import dynamics, measure, netlink, results, state, tc, topo
 from .profiles import KIT_DIR
-from .spec import Experiment, available_ccas
+from .spec import MODULE_EVENTS, Experiment, available_ccas
 
 TOOLS = ("iperf3", "tc", "ss", "ip", "ethtool", "ping", "sysctl", "mnexec")
 
@@ -217,6 +218,7 @@ class Run:
         self.net = None
         self.tracer = None
         self.recorder = None
+        self.cpu = None
         self.ifindex = {}                           # node -> {ifindex: (dev, direction)}
         self.batch = {}                             # node -> tc -batch Popen
 
@@ -285,17 +287,24 @@ class Run:
 
     def _run(self) -> None:
         exp = self.exp
+        m = exp.measure
+        if m.cpu:
+            from .analysis.cpu import CpuSampler
+            self.cpu = CpuSampler(hz=m.cpu_hz).start()
         self.net = topo.Network(exp, on_node=self.state.add_node)
         self.net.start()
         self._snapshot()
         ports = [exp.port(i) for i in range(len(exp.flows))]
-        m = exp.measure
         # measurements
-        if m.tcp_probe:
-            self.tracer = measure.ProbeTracer(ports, self.raw / "tcp_probe.txt")
+        events = (["tcp:tcp_probe"] if m.tcp_probe else []) + list(m.events)
+        if events:
+            # one tracing instance for tcp_probe and the modules' tracepoints
+            self.tracer = measure.ProbeTracer(ports, self.raw / "tcp_probe.txt", events)
             try:
                 self.tracer.start(self.state.set_trace_instance)
             except (OSError, RuntimeError) as e:
+                if m.events:
+                    raise RunError(f"measure.events: cannot trace {', '.join(events)}: {e}") from None
                 self.warnings.append(f"tcp_probe unavailable: {e}")
                 self.tracer = None
         senders = sorted({topo.endpoints(f.direction, f.pair)[0] for f in exp.flows})
@@ -471,6 +480,8 @@ class Run:
                     p.wait(timeout=2)
                 except subprocess.TimeoutExpired:
                     self.errors.append(f"{what} (pid {p.pid}) would not stop")
+        if self.cpu is not None:
+            self.cpu.stop()
         if self.recorder is not None:
             self.recorder.stop()                   # its sockets hold the namespaces open
         if self.tracer is not None:
@@ -526,11 +537,17 @@ class Run:
         for path in sorted(self.raw.glob("sockets-*.bin")):
             ss_rows += measure.parse_sockets(path, path.stem[len("sockets-"):], t0, flow_of)
         for fl in flows:
-            ccs = {r.get("cca") for r in ss_rows if r["flow"] == fl["flow"] and r.get("cca")}
+            # The congestion control that carried the flow's data: iperf3 -C sets it once the
+            # connection is up, so a sample taken during the handshake may show the host's
+            # default; such a socket has sent no data segment yet and does not count.
+            ccs = {r.get("cca") for r in ss_rows if r["flow"] == fl["flow"] and r.get("cca")
+                   and (r.get("data_segs_out") or 0) > 0}
             fl["cca_ss"] = ",".join(sorted(ccs)) if ccs else None
-        probe_rows = []
+        probe_rows, module_rows = [], {}
         if (self.raw / "tcp_probe.txt").exists():
-            probe_rows = measure.parse_probe((self.raw / "tcp_probe.txt").read_text(), mono0, flow_of)
+            text = (self.raw / "tcp_probe.txt").read_text()
+            probe_rows = measure.parse_probe(text, mono0, flow_of)
+            module_rows = measure.parse_module_events(text, mono0, flow_of)
         qdisc_rows = []
         for node, devs in self.ifindex.items():
             p = self.raw / f"qdiscs-{node}.bin"
@@ -544,6 +561,13 @@ class Run:
                            ("probe", probe_rows), ("qdisc", qdisc_rows), ("ping", ping_rows),
                            ("changes", self.changes)):
             results.write_table(self.dir, name, rows)
+        for event in exp.measure.events:           # only the tracepoints the spec enabled
+            table = MODULE_EVENTS[event]
+            results.write_table(self.dir, table, module_rows.get(table, []))
+        if self.cpu is not None:
+            results.write_table(self.dir, "cpu", [
+                {"t": round(e - t0, 3), "cpu": k, "busy_frac": round(v, 4)}
+                for e, k, v in list(self.cpu.rows)])
         self.manifest["flows"] = flows
         # did each flow run the congestion control it asked for?
         for fl in flows:
@@ -571,6 +595,11 @@ def run(exp: Experiment, out="results", quick: bool = False, progress=None) -> l
         exp = exp.quick()
     preflight(exp)
     modules = ensure_ccas(exp)
+    missing = measure.missing_events(exp.measure.events)
+    if missing:
+        raise RunError(f"measure.events: tracepoint(s) {', '.join(missing)} not available "
+                       f"(load the module: modprobe tcp_{missing[0].split(':')[0]}); "
+                       f"no flow was started")
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     n = exp.repetitions
     began = time.monotonic()

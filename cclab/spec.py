@@ -18,6 +18,8 @@
 
     [measure]
     ss_hz = 20                   # socket sampling rate
+    cpu = true                   # CPU load (cpu.csv), on by default
+    events = ["spline:spline_mode", "search:search_exit"]   # the kit's modules' tracepoints
 
 The same in Python:
 
@@ -43,6 +45,8 @@ KNOWN_CCAS = ("bbr", "bic", "cdg", "cubic", "dctcp", "highspeed", "htcp", "hybla
               "lp", "nv", "reno", "scalable", "vegas", "veno", "westwood", "yeah",
               "spline", "search")
 BASE_PORT = 5201
+# The kit's modules' tracepoints a spec may enable (measure.events), and the table of each.
+MODULE_EVENTS = {"spline:spline_mode": "spline", "search:search_exit": "search"}
 
 
 def available_ccas() -> list[str]:
@@ -58,7 +62,7 @@ def available_ccas() -> list[str]:
 class Flow:
     cca: str
     start: float = 0.0               # s after the run starts
-    duration: float | None = None    # s of bulk transfer (default 10 s unless bytes is set)
+    duration: float | None = None    # whole s of bulk transfer (default 10 s unless bytes is set)
     bytes: int | None = None         # size-limited transfer instead of a duration
     streams: int = 1                 # parallel connections
     direction: str = "down"          # down | up
@@ -79,6 +83,9 @@ class Flow:
         else:
             self.duration = units.duration(10.0 if self.duration is None else self.duration,
                                            "duration", positive=True)
+            if self.duration != int(self.duration):
+                # iperf3 -t takes whole seconds (it would run 1.5 s as 1 s, 0.5 s forever)
+                raise SpecError("duration", f"iperf3 runs whole seconds: got {self.duration:g} s")
         self.streams = units.integer(self.streams, "streams", minimum=1, maximum=64)
         if self.direction not in ("down", "up"):
             raise SpecError("direction", f"must be \"down\" or \"up\", got {self.direction!r}")
@@ -106,17 +113,29 @@ class Measure:
     ping_interval: float = 0.2
     capture: bool = False            # tcpdump on each data sender's interface
     snaplen: int = 128
+    cpu: bool = True                 # CPU busy fraction from /proc/stat (cpu.csv)
+    cpu_hz: float = 10.0
+    events: list = field(default_factory=list)   # module tracepoints: "spline:spline_mode",
+                                                 # "search:search_exit" (spline.csv, search.csv)
 
     def __post_init__(self):
         self.iperf_interval = units.duration(self.iperf_interval, "iperf_interval", positive=True)
         if self.iperf_interval < 0.1:
             raise SpecError("iperf_interval", "iperf3 reports at most every 0.1 s")
-        for name in ("ss", "tcp_probe", "qdisc", "ping", "capture"):
+        for name in ("ss", "tcp_probe", "qdisc", "ping", "capture", "cpu"):
             setattr(self, name, units.boolean(getattr(self, name), name))
         self.ss_hz = units.number(self.ss_hz, "ss_hz", minimum=1)
         self.qdisc_hz = units.number(self.qdisc_hz, "qdisc_hz", minimum=1)
         self.ping_interval = units.duration(self.ping_interval, "ping_interval", positive=True)
         self.snaplen = units.integer(self.snaplen, "snaplen", minimum=64)
+        self.cpu_hz = units.number(self.cpu_hz, "cpu_hz", minimum=1)
+        if not isinstance(self.events, (list, tuple)):
+            raise SpecError("events", f"expected a list of tracepoints, got {self.events!r}")
+        for i, e in enumerate(self.events):
+            if e not in MODULE_EVENTS:
+                raise SpecError(f"events[{i}]", f"unknown tracepoint {e!r} (known: "
+                                f"{', '.join(MODULE_EVENTS)})")
+        self.events = list(dict.fromkeys(self.events))
 
 
 @dataclass
@@ -204,13 +223,14 @@ class Experiment:
         return max(ends) + self.tail
 
     def quick(self, longest: float = 10.0) -> "Experiment":
-        """One repetition, with every start and duration scaled so the run lasts <= `longest` s."""
+        """One repetition, with every start and duration scaled so the run lasts about
+        `longest` s at most (durations rounded to whole seconds, at least 1, for iperf3)."""
         e = copy.copy(self)
         e.repetitions = 1
         span = max(f.start + (f.duration or 0.0) for f in self.flows)
         k = min(1.0, longest / span) if span > 0 else 1.0
-        e.flows = [replace(f, start=f.start * k,
-                           duration=None if f.duration is None else f.duration * k)
+        e.flows = [replace(f, start=round(f.start * k, 3),
+                           duration=None if f.duration is None else max(1.0, round(f.duration * k)))
                    for f in self.flows]
         return e
 

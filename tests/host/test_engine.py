@@ -151,6 +151,45 @@ def test_parse_probe():
                      "snd_nxt": "0x10", "snd_una": "0x8", "data_len": "0"}]
 
 
+def test_parse_module_events():
+    text = (
+        "iperf3-812 [001] ..s1. 1234.500000: spline_mode: sport=40022 dport=5202 "
+        "old=START_PROBE new=DRAIN_PROBE cwnd=44 bw=1245000 min_rtt_us=50120 fairness=1\n"
+        "iperf3-815 [000] ..s1. 1235.250000: search_exit: sport=40030 dport=5203 reason=search "
+        "cwnd=5234 norm_diff=362 elapsed_us=8801234 bin_us=210000\n"
+        "iperf3-815 [000] ..s1. 1235.300000: search_exit: sport=40031 dport=5203 reason=loss "
+        "cwnd=10 norm_diff=-5 elapsed_us=1 bin_us=2\n"                  # a control connection
+        "iperf3-812 [001] ..s1. 1234.600000: tcp_probe: src=10.0.1.2:40022 dest=10.1.1.2:5202\n"
+        "iperf3-812 [001] ..s1. 1234.700000: spline_mode: sport=1 dport=9999 old=A new=B\n")
+    e = Experiment(name="t", profile="wired", flows=[Flow(cca=c) for c in
+                                                      ("cubic", "spline", "search")])
+    flow_of = measure.flow_lookup(e, {2: [40022], 3: [40030]})
+    ev = measure.parse_module_events(text, 1234.0, flow_of)
+    assert ev["spline"] == [{"t": 0.5, "flow": 2, "sport": 40022, "dport": 5202,
+                             "old": "START_PROBE", "new": "DRAIN_PROBE", "cwnd": 44,
+                             "bw": 1245000, "min_rtt_us": 50120, "fairness": 1}]
+    assert ev["search"] == [{"t": 1.25, "flow": 3, "sport": 40030, "dport": 5203,
+                             "reason": "search", "cwnd": 5234, "norm_diff": 362,
+                             "elapsed_us": 8801234, "bin_us": 210000}]
+
+
+def test_event_tables_match_what_analysis_reads():
+    from cclab.analysis.data import EXTRA_TABLES
+    for name, columns in EXTRA_TABLES.items():
+        assert results.TABLES[name] == columns
+
+
+def test_measure_events_and_cpu_are_validated():
+    from cclab.spec import Measure
+    m = Measure(events=["search:search_exit", "search:search_exit"], cpu_hz=5)
+    assert m.events == ["search:search_exit"] and m.cpu and m.cpu_hz == 5
+    for bad, field in (({"events": ["tcp:tcp_probe"]}, "events[0]"), ({"events": "spline"}, "events"),
+                       ({"cpu": "yes"}, "cpu"), ({"cpu_hz": 0}, "cpu_hz")):
+        with pytest.raises(SpecError) as e:
+            Measure(**bad)
+        assert e.value.field == field, e.value
+
+
 def test_parse_iperf():
     doc = {"start": {"connected": [{"local_port": 40022}]},
            "intervals": [{"streams": [{"socket": 5, "start": 0, "end": 0.1, "bytes": 125000,

@@ -68,6 +68,10 @@ def test_quick_scales_to_ten_seconds(tmp_path):
                         .replace("repetitions", "#")))
     q = e.quick()
     assert q.repetitions == 1 and q.flows[0].duration == pytest.approx(10.0)
+    t = Experiment(name="q", profile="wired", flows=[Flow(cca="cubic", duration=25),
+                                                     Flow(cca="bbr", start=7, duration=13)])
+    q = t.quick()
+    assert [(f.start, f.duration) for f in q.flows] == [(0.0, 10.0), (2.8, 5.0)]
 
 
 def test_size_limited_flow(tmp_path):
@@ -107,6 +111,28 @@ BAD = [
     ('profile = "wired"\n[[flow]]\ncca = "cubic"\n[[flow]]\ncca = "bbr"\nrate = "-1mbit"\n', "flow[2].rate"),
     ('profile = "wired"\nname = "bad name!"\n[[flow]]\ncca = "cubic"\n', "name"),
     ('profile = "wired"\n[[flow]\n', "exp.toml"),
+    # more non-numeric values, unknown keys and unreadable traces
+    ('profile = "wired"\n[override]\ndown.loss = "lots"\n[[flow]]\ncca = "cubic"\n', "override.down.loss"),
+    ('profile = "wired"\n[override]\nup.delay = "soon"\n[[flow]]\ncca = "cubic"\n', "override.up.delay"),
+    ('profile = "wired"\n[override]\ndown.delay = -0.01\n[[flow]]\ncca = "cubic"\n', "override.down.delay"),
+    ('profile = "wired"\n[override]\ndown.buffer = "big"\n[[flow]]\ncca = "cubic"\n', "override.down.buffer"),
+    ('profile = "wired"\n[override]\npairs = "two"\n[[flow]]\ncca = "cubic"\n', "override.pairs"),
+    ('profile = "wired"\nrepetitions = "two"\n[[flow]]\ncca = "cubic"\n', "repetitions"),
+    ('profile = "wired"\nseed = "x"\n[[flow]]\ncca = "cubic"\n', "seed"),
+    ('profile = "wired"\n[[flow]]\ncca = "cubic"\nbytes = "lots"\n', "flow[1].bytes"),
+    ('profile = "wired"\n[[flow]]\ncca = "cubic"\nprotocol = "udp"\nrate = 0\n', "flow[1].rate"),
+    ('profile = "wired"\n[[flow]]\ncca = 5\n', "flow[1].cca"),
+    ('profile = "wired"\n[[flow]]\nduration = 5\n', "flow[1].cca"),
+    ('profile = "wifi"\n[override]\ndown.slot.size = 3\n[[flow]]\ncca = "cubic"\n', "override.down.slot.size"),
+    ('profile = "leo"\n[override]\ndynamics.perod = "3s"\n[[flow]]\ncca = "cubic"\n', "override.dynamics.perod"),
+    ('profile = "leo"\n[override]\ndynamics.delay = ["5ms", "-1ms"]\n[[flow]]\ncca = "cubic"\n', "override.dynamics.delay[1]"),
+    ('profile = "leo"\n[override]\ndynamics.outage_loss = 101\n[[flow]]\ncca = "cubic"\n', "override.dynamics.outage_loss"),
+    ('profile = "cellular"\n[override]\ndynamics.down = "/"\n[[flow]]\ncca = "cubic"\n', "override.dynamics.down"),
+    ('profile = "cellular"\n[override]\ndynamics.up = "/proc/version"\n[[flow]]\ncca = "cubic"\n', "override.dynamics.up"),
+    ('profile = "wired"\n[measure]\nevents = ["tcp:tcp_probe"]\n[[flow]]\ncca = "cubic"\n', "measure.events[0]"),
+    ('profile = "wired"\n[measure]\ncpu_hz = 0\n[[flow]]\ncca = "cubic"\n', "measure.cpu_hz"),
+    ('profile = 3\n[[flow]]\ncca = "cubic"\n', "profile"),
+    ('profile = "wired"\n[[flow]]\ncca = "cubic"\nduration = "1.5s"\n', "flow[1].duration"),
 ]
 
 
@@ -129,6 +155,21 @@ def test_cli_bad_input_exit_2_and_nothing_created(tmp_path, text, field):
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and field in lines[0] and lines[0].startswith("cclab: error:")
     assert sorted(os.listdir(tmp_path)) == before        # no results, no state folder
+
+
+@pytest.mark.parametrize("text,field", BAD, ids=[b[1] + f"-{i}" for i, b in enumerate(BAD)])
+def test_every_bad_input_exits_2_with_one_line(tmp_path, monkeypatch, capsys, text, field):
+    """The CLI in-process (fast) on every bad input: exit 2, one line naming the field, and no
+    results folder or state file."""
+    from cclab import cli
+    p = write(tmp_path, text)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("cclab.state.STATE_DIR", tmp_path / "state")
+    before = sorted(os.listdir(tmp_path))
+    assert cli.main(["run", str(p), "--out", str(tmp_path / "results")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("cclab: error:") and field in err[0], err
+    assert sorted(os.listdir(tmp_path)) == before
 
 
 def test_cli_unreadable_spec(tmp_path):
