@@ -221,10 +221,11 @@ class ProbeTracer:
             try:
                 chunk = os.read(self.fd, 1 << 20)
             except BlockingIOError:
-                return
+                break
             if not chunk:
-                return
+                break
             f.write(chunk)
+        f.flush()
 
     def _copy(self) -> None:
         with open(self.out, "ab") as f:

@@ -112,3 +112,52 @@ def test_tshark_parser():
     short = tshark.parse("0.5\t10\t1448\t\n", fields=["frame.time_relative", "tcp.seq", "tcp.len",
                                                       "tcp.analysis.retransmission"])
     assert short.iloc[0]["seq"] == 10 and not short.iloc[0]["retrans"]
+
+
+def test_time_sequence_marks_retransmissions_and_draws_acks(runs, tmp_path):
+    fig = plots.time_sequence(tshark.parse(CAPTURE), runs[:1])
+    ax = fig.axes[0]
+    labels = ax.get_legend_handles_labels()[1]
+    assert "retransmission (1)" in labels and "ACK" in labels    # one segment flagged in CAPTURE
+    ack = [l for l in ax.get_lines() if l.get_label() == "ACK"][0]
+    assert max(ack.get_ydata()) >= 1448 * 30                      # the ACK line reaches the end
+    plots.plt.close(fig)
+
+
+def test_bars_have_confidence_interval_error_bars(runs):
+    fig = plots.bars(runs, metrics_=("goodput_bps",))
+    ax = fig.axes[0]
+    from matplotlib.container import BarContainer, ErrorbarContainer
+    bars_ = [c for c in ax.containers if isinstance(c, BarContainer)]
+    errs = [c for c in ax.containers if isinstance(c, ErrorbarContainer)]
+    assert len(bars_) == 1 and len(bars_[0].patches) == len(CCAS)
+    segs = errs[0].lines[2][0].get_segments()                     # one vertical error bar per bar
+    assert len(segs) == len(CCAS) and all(s[1][1] > s[0][1] for s in segs)
+    plots.plt.close(fig)
+
+
+def test_fct_plot_marks_an_untrustworthy_run(tmp_path):
+    dirs = [synthetic.make_run(tmp_path / f"r{i}", ccas=("cubic",), bytes_requested=[s], repetition=i,
+                               achieved=a, seed=i)
+            for i, (s, a) in enumerate(((500_000, 1.0), (500_000, 1.0), (2_000_000, 0.6)), 1)]
+    for d in dirs:
+        fidelity.write_verdict(d)
+    fig = plots.fct_vs_size(dirs)
+    texts = check(fig, tmp_path, "fct_bad")
+    assert "UNTRUSTWORTHY" in texts
+    line = fig.axes[0].get_lines()[0]
+    assert list(line.get_xdata()) == [0.5, 2.0]                   # mean FCT per size, in MB
+    plots.plt.close(fig)
+
+
+def test_norm_diff_draws_thresh_and_spline_segments(tmp_path):
+    nd = pd.DataFrame({"t": [0.1, 0.2, 0.3, 0.4], "flow": 1, "norm_diff": [0.0, 0.1, 0.3, 0.4]})
+    fig = plots.norm_diff(nd, thresh=0.35)
+    th = [l for l in fig.axes[0].get_lines() if l.get_label().startswith("THRESH")]
+    assert th and list(th[0].get_ydata()) == [0.35, 0.35]
+    plots.plt.close(fig)
+    modes = pd.DataFrame({"t": [0, 1, 2, 3, 4], "flow": 1, "mode": [1, 1, 2, 4, 2]})
+    fig = plots.spline_modes(modes)
+    bars = fig.axes[0].collections
+    assert len(bars) == 4                       # 1,1 merge into one segment; then 2, 4, 2
+    plots.plt.close(fig)
