@@ -4,7 +4,7 @@
     vm/run.sh -- python3 bench/instrumentation_cost.py [--rate 2gbit] [--pairs 8] [--duration 6]
 
 Runs the same experiment instrumented (per-ACK tcp_probe, sockets sampled at >= 20 Hz, qdisc
-statistics, ping) and uninstrumented (none of them), interleaved: pair i runs bare then full
+statistics, ping, CPU load: what a run records by default) and uninstrumented (none of them), interleaved: pair i runs bare then full
 when i is even, full then bare when it is odd, so slow drifts of the host's load hit both
 sides alike.  One warm-up run is discarded.  For each pair it prints both goodputs and the
 ratio full / bare; the figure is the median of the pair ratios, with its spread (the
@@ -31,7 +31,7 @@ from cclab.spec import Experiment, Flow, Measure  # noqa: E402
 
 def experiment(name, rate, duration, instrumented, ss_hz):
     m = Measure(tcp_probe=True, ss=True, ss_hz=ss_hz, qdisc=True, ping=True) if instrumented else \
-        Measure(tcp_probe=False, ss=False, qdisc=False, ping=False)
+        Measure(tcp_probe=False, ss=False, qdisc=False, ping=False, cpu=False)
     return Experiment(name=name, profile="wired", override={"down": {"rate": rate}, "up": {"rate": rate}},
                       flows=[Flow(cca="cubic", start=1, duration=duration)], measure=m, tail=0.5)
 
