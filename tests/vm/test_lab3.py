@@ -1,9 +1,8 @@
 """Lab 3 in the lab VM (root): the master notebook runs headless in quick mode -- the loss sweep,
 the sharing runs and the spline:spline_mode tracepoint for real -- and passes every public and
 hidden test cell it holds (a failing assert stops nbclient), within the 5-minute budget.  The
-notebook runs in a scratch folder; CCLAB_LAB34_KEEP=DIR keeps its results
-(DIR/quick/<lab>/),
-e.g. for the reproduction scorecard."""
+notebook runs in a scratch folder; CCLAB_LAB34_KEEP=DIR keeps its results in DIR/quick/lab3/
+(the reproduction scorecard reads them from results/scorecard/)."""
 
 import os
 import shutil
