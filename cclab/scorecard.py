@@ -155,6 +155,15 @@ def spline_rows(roots: dict) -> list[dict]:
             return (f"Spline {s['spline_mbps'].mean():.1f}, {comp} {s['other_mbps'].mean():.1f} Mbit/s; "
                     f"Spline's share {s['spline_mbps'].sum() / tot:.2f}")
         v, why = verdict_of(f"goodput_vs_{comp}")
+        best = "full" if "full" in measured else ("quick" if "quick" in measured else None)
+        if best and v == "reproduced":
+            s = measured[best]["share"]
+            s = s[s["competitor"] == comp]
+            frac = s["spline_mbps"].sum() / (s["spline_mbps"].sum() + s["other_mbps"].sum())
+            if frac < 0.25:
+                # yielding is meant to share, not to give the link away
+                v, why = "differs", (f"Spline does not share, it is starved: {frac:.2f} of the goodput "
+                                     f"({best} mode; a yielding flow would keep 0.25-0.5)")
         rows.append({"claim": f"fairness_rat makes Spline yield to a competing {comp.capitalize() if comp == 'cubic' else 'BBR'} flow",
                      "seed": "stated, no measurement (listed as future work)",
                      "quick": cell("quick", share), "full": cell("full", share), "verdict": v,
