@@ -332,26 +332,33 @@ def lab3_fairness_rat(root=None) -> pd.DataFrame:
 
 # ---------------------------------------------------------------- lab 4: SEARCH slow start
 
-def _bbr_startup_end(r: RunData, flow) -> float:
-    """Seconds from the BBR flow's first ss sample to the first with a pacing gain below 2
-    (Startup paces at 2.89, Drain at 0.35)."""
+def _bbr_startup(r: RunData, flow) -> tuple[float, float]:
+    """(seconds, cwnd) at the end of a BBR flow's Startup: from its first ss sample in Startup
+    (pacing gain 2.89; before the handshake completes the block reads 0) to the first later
+    sample with a pacing gain between 0 and 2 (Drain paces at 0.35, ProbeBW at 0.75-1.25)."""
     mi = events.module_info(r, "bbr")
     mi = mi[mi["flow"] == flow].sort_values("t")
-    if not len(mi):
-        return math.nan
-    after = mi[mi["pacing_gain"] < 2]
-    return float(after["t"].iloc[0] - mi["t"].iloc[0]) if len(after) else math.nan
+    up = mi[mi["pacing_gain"] > 2]
+    if not len(up):
+        return math.nan, math.nan
+    t0 = float(up["t"].iloc[0])
+    after = mi[(mi["t"] > t0) & (mi["pacing_gain"] > 0) & (mi["pacing_gain"] < 2)]
+    if not len(after):
+        return math.nan, math.nan
+    t1 = float(after["t"].iloc[0])
+    ss = r.table("ss")
+    c = pd.to_numeric(ss.loc[after.index[0], "cwnd"], errors="coerce") if after.index[0] in ss.index else math.nan
+    return t1 - t0, float(c)
 
 
 def lab4_exits(root=None) -> pd.DataFrame:
     """One row per flow of lab 4: profile, variant, flow, run, t_exit (s after the flow's first
-    cwnd sample: first finite ssthresh, or BBR's end of Startup), cwnd_exit (packets), bdp
+    cwnd sample: first finite ssthresh; BBR: the length of its Startup), cwnd_exit (packets), bdp
     (packets), exit_bdp (cwnd_exit / bdp), retransmits, reason (search:search_exit's, for SEARCH),
     norm_diff_exit."""
     rows = []
     for r in runs("lab4", root):
         fm = metrics.flow_metrics(r)
-        cw = metrics.cwnd_series(r)
         ex = r.table("search")
         for _, f in fm.iterrows():
             fl = f["flow"]
@@ -361,14 +368,7 @@ def lab4_exits(root=None) -> pd.DataFrame:
                    "goodput_mbps": f["goodput_bps"] / 1e6, "reason": None,
                    "norm_diff_exit": math.nan}
             if f["cca"] == "bbr":
-                t = _bbr_startup_end(r, fl)
-                c = cw[cw["flow"] == fl].sort_values("t")
-                row["t_exit"] = t
-                if len(c) and math.isfinite(t):
-                    at = c[c["t"] <= c["t"].iloc[0] + t]
-                    row["cwnd_exit"] = float(at["cwnd"].iloc[-1]) if len(at) else math.nan
-                else:
-                    row["cwnd_exit"] = math.nan
+                row["t_exit"], row["cwnd_exit"] = _bbr_startup(r, fl)
                 row["reason"] = "startup"
             else:
                 row["t_exit"], row["cwnd_exit"] = f["ss_exit_s"], f["ss_exit_cwnd"]

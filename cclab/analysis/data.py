@@ -194,6 +194,8 @@ class RunData:
             if not str(node).startswith("cc-r"):
                 continue
             for dev, qds in (devs or {}).items():
+                if isinstance(qds, dict):          # {"qdisc": [...], "class": [...]} per device
+                    qds = qds.get("qdisc") or []
                 chain = [q.get("kind") for q in qds if q.get("kind") not in (None, "noqueue")]
                 if chain and any(k != "pfifo_fast" for k in chain):
                     kinds.append(f"{dev}: {'>'.join(chain)}")

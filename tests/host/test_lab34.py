@@ -177,3 +177,11 @@ def test_share_samples_and_claims_on_a_synthetic_sharing_run(tmp_path):
     c = KM.lab3_claims(tmp_path)
     assert c.loc["goodput_vs_cubic", "measured"] == "lower" and c.loc["goodput_vs_cubic", "verdict"] == "holds"
     assert c.loc["goodput_0", "verdict"] == "inconclusive" and c.loc["goodput_0", "n_spline"] == 0
+
+
+def test_provenance_reads_the_engine_tc_record_per_device(tmp_path):
+    # the engine records {node: {dev: {"qdisc": [...], "class": [...]}}}; plots' footers use it
+    from cclab.analysis.data import RunData
+    (tmp_path / "manifest.json").write_text(json.dumps({"tc": {"cc-r1": {"r1-eth2": {
+        "qdisc": [{"kind": "htb"}, {"kind": "netem"}], "class": ["class htb 5:1 root"]}}}}))
+    assert RunData(tmp_path).qdisc_kinds() == "r1-eth2: htb>netem"
