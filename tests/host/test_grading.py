@@ -170,6 +170,21 @@ def test_reference_bands_come_from_reference_runs(tmp_path, capsys):
     # edited results are refused as a reference
     fixtures.lab1_submission(tmp_path / "bad", KIT / "notebooks" / "lab1.ipynb", tamper="edit")
     assert make_reference.main(["lab1", str(tmp_path / "bad" / "submission")]) == 1
+    capsys.readouterr()
+    # a run whose own fidelity verdict failed gives no values; the folder's other runs still do
+    import json
+    import labkit
+    root = tmp_path / "ref1" / "submission"
+    wifi = next((root / "lab1" / "lab1-wifi").iterdir())
+    m = json.loads((wifi / "manifest.json").read_text())
+    m["fidelity"] = dict(m["fidelity"], ok=False, reasons=["packet_spacing: 1.2 x"])
+    (wifi / "manifest.json").write_text(json.dumps(m))
+    labkit.write_record("lab1", "quick", labkit.run_dirs("lab1", root), root)
+    assert make_reference.main(["lab1", str(tmp_path / "ref0" / "submission"), str(root)]) == 0
+    out = capsys.readouterr().out
+    n = {tuple(r.split(",")[1:3]): r.split(",")[5] for r in out.splitlines() if r.startswith("quick,")}
+    assert n[("throughput_mbps", "wifi/bbr")] == "1" and n[("throughput_mbps", "wired/bbr")] == "2"
+    assert "left out lab1-wifi" in out and "kernel 6.1.0-28-amd64" in out
 
 
 def test_verify_names_what_is_wrong(tmp_path, monkeypatch):
