@@ -1,9 +1,8 @@
 """Lab 4 in the lab VM (root): the master notebook runs headless in quick mode -- GEO and Wi-Fi
 slow starts with module parameters and the search:search_exit tracepoint for real -- and passes
-every public and hidden test cell it holds (a failing assert stops nbclient), within the 5-minute budget.  The
-notebook runs in a scratch folder; CCLAB_LAB34_KEEP=DIR keeps its results
-(DIR/quick/<lab>/),
-e.g. for the reproduction scorecard."""
+every public and hidden test cell it holds (a failing assert stops nbclient), within the 5-minute
+budget.  The notebook runs in a scratch folder; CCLAB_LAB34_KEEP=DIR keeps its results in
+DIR/quick/lab4/ (the reproduction scorecard reads them from results/scorecard/)."""
 
 import os
 import shutil
@@ -45,6 +44,6 @@ def test_master_runs_in_quick_mode_and_passes_its_tests(tmp_path, monkeypatch):
                    for o in c.get("outputs", []))
     assert "results look real" in text, "the run's own check found problems"
     hidden = [c for c in nb.cells if c.cell_type == "code" and c.source.startswith("# HIDDEN")]
-    assert len(hidden) >= 7
+    assert len(hidden) >= 6
     assert (tmp_path / "submission" / LAB / "record.json").is_file()
     assert took <= BUDGET_S, f"{LAB} took {took:.0f} s in quick mode (budget {BUDGET_S} s)"
