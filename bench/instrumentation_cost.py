@@ -29,11 +29,11 @@ from cclab.analysis import stats  # noqa: E402
 from cclab.spec import Experiment, Flow, Measure  # noqa: E402
 
 
-def experiment(name, rate, duration, instrumented, ss_hz):
+def experiment(name, rate, duration, instrumented, ss_hz, cca="cubic"):
     m = Measure(tcp_probe=True, ss=True, ss_hz=ss_hz, qdisc=True, ping=True) if instrumented else \
         Measure(tcp_probe=False, ss=False, qdisc=False, ping=False, cpu=False)
     return Experiment(name=name, profile="wired", override={"down": {"rate": rate}, "up": {"rate": rate}},
-                      flows=[Flow(cca="cubic", start=1, duration=duration)], measure=m, tail=0.5)
+                      flows=[Flow(cca=cca, start=1, duration=duration)], measure=m, tail=0.5)
 
 
 def goodput(d):
@@ -54,6 +54,7 @@ def main():
     ap.add_argument("--pairs", type=int, default=8, help="instrumented/uninstrumented pairs")
     ap.add_argument("--duration", type=float, default=6.0)
     ap.add_argument("--ss-hz", type=float, default=20.0)
+    ap.add_argument("--cca", default="cubic", help="the flow's congestion control")
     ap.add_argument("--target", type=float, default=0.03)
     ap.add_argument("--out", help="keep the runs here (default: a temporary folder)")
     ap.add_argument("--drain-at", type=float, default=measure.ProbeTracer.drain_at,
@@ -65,14 +66,14 @@ def main():
         measure.ProbeTracer.check_every = 0.05
     out = Path(a.out) if a.out else Path(tempfile.mkdtemp(prefix="cclab-bench-"))
     # The first run after boot is slow (cold caches, modules loading): run one and discard it.
-    (d,) = runner.run(experiment("bench-warmup", a.rate, a.duration, False, a.ss_hz), out=out)
+    (d,) = runner.run(experiment("bench-warmup", a.rate, a.duration, False, a.ss_hz, a.cca), out=out)
     print(f"warm-up (discarded): {goodput(d) / 1e6:8.1f} Mbit/s", flush=True)
     vals = {True: [], False: []}
     ratios = []
     for i in range(a.pairs):
         g = {}
         for inst in ((False, True) if i % 2 == 0 else (True, False)):
-            e = experiment(f"bench-{'full' if inst else 'bare'}", a.rate, a.duration, inst, a.ss_hz)
+            e = experiment(f"bench-{'full' if inst else 'bare'}", a.rate, a.duration, inst, a.ss_hz, a.cca)
             (d,) = runner.run(e, out=out)
             g[inst] = goodput(d)
             vals[inst].append(g[inst])
@@ -82,7 +83,7 @@ def main():
     full, bare = stats.mean_ci(vals[True]), stats.mean_ci(vals[False])
     med = statistics.median(ratios)
     q1, q3 = quartiles(ratios)
-    print(f"\nlink {a.rate}, {a.duration:g} s cubic flows, {a.pairs} interleaved pairs, "
+    print(f"\nlink {a.rate}, {a.duration:g} s {a.cca} flows, {a.pairs} interleaved pairs, "
           f"sockets at {a.ss_hz:g} Hz + per-ACK tcp_probe (trace read at {a.drain_at:g} of the "
           f"buffer) + qdisc + ping")
     for k, s in (("uninstrumented", bare), ("instrumented", full)):
