@@ -161,3 +161,10 @@ def test_norm_diff_draws_thresh_and_spline_segments(tmp_path):
     bars = fig.axes[0].collections
     assert len(bars) == 4                       # 1,1 merge into one segment; then 2, 4, 2
     plots.plt.close(fig)
+
+
+def test_throughput_delay_draws_a_spread_ellipse_per_algorithm(runs):
+    fig = plots.throughput_delay(runs)
+    ellipses = [l for l in fig.axes[0].get_lines() if len(l.get_xdata()) == 100]
+    assert len(ellipses) == len(CCAS)            # three repetitions each: a 1-sigma ellipse
+    plots.plt.close(fig)
