@@ -34,7 +34,10 @@ def metrics(lab: str, root: Path) -> dict[tuple[str, str], tuple[float, str]]:
     if lab == "lab1":
         sel = g[g["experiment"].isin(["lab1-wired", "lab1-wifi"])]
         for (exp, prof, cca), v in sel.groupby(["experiment", "profile", "cca"])["mbps"].mean().items():
-            out[("throughput_mbps", f"{prof}/{cca}")] = (v, exp)
+            # Vegas' throughput in a quick run depends on whether its slow-start overshoot ended
+            # in a loss (lab VM: 31.9-46.8 Mbit/s on wired, 5.3-47.2 on Wi-Fi): not banded
+            if cca != "vegas":
+                out[("throughput_mbps", f"{prof}/{cca}")] = (v, exp)
         out[("vegas_diff_pkts", "wired/vegas")] = (labkit.vegas_diff(lab, "lab1-wired", root), "lab1-wired")
         out[("vegas_queue_pkts", "wired/vegas")] = (labkit.vegas_queue(lab, "lab1-wired", root), "lab1-wired")
     elif lab == "lab2":
