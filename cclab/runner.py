@@ -21,6 +21,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -221,6 +222,8 @@ class Run:
         self.cpu = None
         self.ifindex = {}                           # node -> {ifindex: (dev, direction)}
         self.batch = {}                             # node -> tc -batch Popen
+        self.stopping = threading.Event()           # ends the link-change thread
+        self.dyn_thread = None
 
     # -- helpers
     def popen(self, node, argv, what, stdout=None, env=None):
@@ -338,6 +341,9 @@ class Run:
             out.close()
         for i, f in enumerate(exp.flows):
             self._wait_listening(topo.endpoints(f.direction, f.pair)[1], exp.port(i))
+        if exp.link.dynamics is not None:
+            for node in sorted({s.node for s in topo.shaped(exp.link)}):
+                self._tc_batch(node)                # started now, not on the timeline
         # the timeline starts now: t = 0
         self.mono0 = time.monotonic()
         self.t0 = time.time()
@@ -349,21 +355,20 @@ class Run:
         if any(f.bytes is not None for f in exp.flows):
             limit = exp.time_limit
         changes = dynamics.schedule(exp.link, self.seed, self.t0, limit)
-        events = [(f.start, 0, ("flow", i)) for i, f in enumerate(exp.flows)]
-        events += [(c.t, 1, ("change", c)) for c in changes]
-        events.sort(key=lambda e: (e[0], e[1]))
-        pending = list(events)
+        if changes:
+            # Link changes run on their own thread: starting a flow (a process) takes long
+            # enough in the VM to make a change late if both shared this loop.
+            self.dyn_thread = threading.Thread(target=self._dynamics, args=(changes,),
+                                               daemon=True)
+            self.dyn_thread.start()
+        pending = sorted((f.start, i) for i, f in enumerate(exp.flows))
         end = exp.planned_length()
         sized = any(f.bytes is not None for f in exp.flows)
         extended = False
         while True:
             now = self.now()
             if pending and pending[0][0] <= now:
-                _, _, (kind, what) = pending.pop(0)
-                if kind == "flow":
-                    self._start_flow(what)
-                else:
-                    self._apply(what)
+                self._start_flow(pending.pop(0)[1])
                 continue
             done = self._clients_done()
             if done and sized and not extended:
@@ -405,6 +410,22 @@ class Run:
             f"iperf3 client {i + 1}", stdout=out)
         out.close()
         self.clients[i + 1] = (p, t)
+
+    def _dynamics(self, changes: list) -> None:
+        """Apply each link change at its instant, until the run stops."""
+        for c in changes:
+            while not self.stopping.is_set():
+                left = c.t - self.now()
+                if left <= 0:
+                    break
+                self.stopping.wait(min(left, 0.05))
+            if self.stopping.is_set():
+                return
+            try:
+                self._apply(c)
+            except (OSError, ValueError) as e:      # tc -batch went away
+                self.errors.append(f"link change at {c.t:g} s not applied: {e}")
+                return
 
     def _apply(self, c: dynamics.Change) -> None:
         exp = self.exp
@@ -458,6 +479,9 @@ class Run:
 
     # -- the end
     def _cleanup(self) -> None:
+        self.stopping.set()
+        if self.dyn_thread is not None:
+            self.dyn_thread.join(timeout=5)
         for what, p in self.procs:
             if p.poll() is None and what.startswith(("iperf3 client", "tcpdump", "ping")):
                 p.send_signal(signal.SIGINT)       # iperf3 and tcpdump write what they have
