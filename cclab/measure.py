@@ -329,11 +329,20 @@ def parse_probe(text: str, mono0: float, flow_of) -> list[dict]:
         if flow is None:
             continue
         rows.append({"t": round(float(m.group(1)) - mono0, 6), "flow": flow, "local_port": local,
-                     "peer_port": peer, "snd_cwnd": kv.get("snd_cwnd"),
-                     "ssthresh": kv.get("ssthresh"), "srtt_us": kv.get("srtt"),
-                     "snd_wnd": kv.get("snd_wnd"), "snd_nxt": kv.get("snd_nxt"),
-                     "snd_una": kv.get("snd_una"), "data_len": kv.get("data_len")})
+                     "peer_port": peer, "snd_cwnd": _probe_int(kv, "snd_cwnd"),
+                     "ssthresh": _probe_int(kv, "ssthresh"), "srtt_us": _probe_int(kv, "srtt"),
+                     "snd_wnd": _probe_int(kv, "snd_wnd"), "snd_nxt": _probe_int(kv, "snd_nxt"),
+                     "snd_una": _probe_int(kv, "snd_una"), "data_len": _probe_int(kv, "data_len")})
     return rows
+
+
+def _probe_int(kv: dict, key: str) -> int | None:
+    """A tcp_probe field as a number: sequence numbers print in hex (0x...), the rest in
+    decimal; a field the kernel did not print is None."""
+    try:
+        return int(kv[key], 0)
+    except (KeyError, ValueError):
+        return None
 
 
 _EVENT = re.compile(r"\s(\d+\.\d+): (spline_mode|search_exit): (.*)$")

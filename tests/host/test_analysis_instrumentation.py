@@ -76,4 +76,4 @@ def test_tracer_reads_nothing_during_the_run_until_a_buffer_fills(tmp_path):
         t.stop()
     assert out.read_text() == LINE * 4             # the rest was read at stop()
     assert t.lost == 5
-    assert measure.parse_probe(out.read_text(), 1234.0, lambda a, b: 1)[0]["srtt_us"] == "40123"
+    assert measure.parse_probe(out.read_text(), 1234.0, lambda a, b: 1)[0]["srtt_us"] == 40123

@@ -146,9 +146,9 @@ def test_parse_probe():
             "ssthresh=2147483647 snd_wnd=64256 srtt=20500 rcv_wnd=65160 sock_cookie=2\n")
     e = Experiment(name="t", profile="wired", flows=[Flow(cca="cubic")])
     rows = measure.parse_probe(line, 1234.0, measure.flow_lookup(e, {}))
-    assert rows == [{"t": 0.5, "flow": 1, "local_port": 40022, "peer_port": 5201, "snd_cwnd": "14",
-                     "ssthresh": "2147483647", "srtt_us": "20500", "snd_wnd": "64256",
-                     "snd_nxt": "0x10", "snd_una": "0x8", "data_len": "0"}]
+    assert rows == [{"t": 0.5, "flow": 1, "local_port": 40022, "peer_port": 5201, "snd_cwnd": 14,
+                     "ssthresh": 2147483647, "srtt_us": 20500, "snd_wnd": 64256,
+                     "snd_nxt": 16, "snd_una": 8, "data_len": 0}]
 
 
 def test_parse_module_events():
