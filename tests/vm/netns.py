@@ -59,8 +59,9 @@ class Path:
         return p
 
     def sockets(self, name, port=5201):
-        """TCP sockets towards `port` in namespace `name`, as ss reports them (cc name, bytes)."""
-        out = ns(name, "ss", "-tinH", "dst", f":{port}").stdout
+        """TCP sockets towards `port` in namespace `name`, as ss reports them (cc name, bytes).
+        With -e the head line carries the socket's cookie (`sk:`), unique for its lifetime."""
+        out = ns(name, "ss", "-tineH", "dst", f":{port}").stdout
         socks, cur = [], None
         for line in out.splitlines():
             if not line.startswith((" ", "\t")):

@@ -19,17 +19,27 @@ DURATION = 15
 AVAILABLE = set(open("/proc/sys/net/ipv4/tcp_available_congestion_control").read().split()) | set(CCAS)
 
 
+# A socket counts as carrying data once this much was acked: past the handshake and the
+# initial window, so a CCA seen here is the one that moved the flow's bytes.
+DATA_ACKED = 100_000
+
+
 def _watch_cc(path, seen, stop):
-    """Record, per local port towards iperf3's port, the most bytes acked and the congestion
-    controls that ss reported for that socket."""
+    """Record, per socket towards iperf3's port (keyed by its kernel cookie, so a reused local
+    port never merges two sockets), the most bytes acked and the congestion controls ss reported
+    while the socket was carrying data."""
     while not stop.is_set():
         for s in path.sockets(path.snd):
             info = s.get("info", [])
+            cookie = re.search(r"\bsk:([0-9a-f]+)", s["head"])
             m = re.search(r"bytes_acked:(\d+)", " ".join(info))
-            lport = s["head"].split()[3].rsplit(":", 1)[-1]
-            acked, ccs = seen.get(lport, (0, set()))
-            ccs.update(t for t in info if t in AVAILABLE)
-            seen[lport] = (max(acked, int(m.group(1)) if m else 0), ccs)
+            if not cookie:
+                continue
+            acked = int(m.group(1)) if m else 0
+            best, ccs = seen.get(cookie.group(1), (0, set()))
+            if acked >= DATA_ACKED:
+                ccs.update(t for t in info if t in AVAILABLE)
+            seen[cookie.group(1)] = (max(best, acked), ccs)
         time.sleep(0.5)
 
 
