@@ -25,5 +25,19 @@ Tables read (all `t` in s since the run start):
   norm_diff in pacing_gain and its state in cwnd_gain, Spline its mode and fairness ratio.
 """
 
-from .data import RunData, load_runs  # noqa: F401
-from . import stats, metrics  # noqa: F401
+import importlib
+
+# Loaded on first use, not on import: the engine imports cclab.analysis.cpu in every run, and
+# pandas (which the tables need) costs a third of a second to import on the host, more in the
+# guest.
+_LAZY = {"RunData": "data", "load_runs": "data"}
+_SUBMODULES = ("cpu", "data", "events", "fidelity", "metrics", "plots", "report", "stats",
+               "synthetic", "tshark")
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    if name in _SUBMODULES:
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

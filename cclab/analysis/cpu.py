@@ -1,6 +1,6 @@
 """CPU load during a run, as cpu.csv (t, cpu, busy_frac), for the CPU-headroom check.
 
-The engine does not record CPU load (yet); this sampler can run beside it:
+The engine runs it during every run (the `cpu` measurement); it can also run beside other code:
 
     with CpuSampler(hz=10) as cpu:
         dirs = runner.run(experiment)
