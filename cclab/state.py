@@ -147,25 +147,19 @@ def kill_in_namespaces(inodes: set[int], spare: set[int] = frozenset(),
         return [p for p in all_pids()
                 if p != me and p not in spare and netns_inode(p) in inodes and alive(p)]
 
-    report = []
-    victims = members()
-    for pid in victims:
-        report.append(f"killed {pid} ({cmdline(pid)[:60]})")
-        try:
-            os.kill(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-    deadline = time.monotonic() + grace
-    while members() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    for pid in members():
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    deadline = time.monotonic() + grace
-    while members() and time.monotonic() < deadline:
-        time.sleep(0.05)
+    def signal_all(sig):
+        for pid in members():
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + grace
+        while members() and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+    report = [f"killed {pid} ({cmdline(pid)[:60]})" for pid in members()]
+    signal_all(signal.SIGTERM)
+    signal_all(signal.SIGKILL)
     return report
 
 

@@ -103,27 +103,24 @@ def throughput_series(run: RunData) -> pd.DataFrame:
 def cwnd_series(run: RunData) -> pd.DataFrame:
     """cwnd and ssthresh per flow: columns t, flow, cwnd (packets), ssthresh (packets, NaN while
     infinite), cwnd_bytes, source.  Per-ACK tcp_probe if recorded, else ss, else iperf3."""
-    pr = run.table("probe")
-    if len(pr) and _num(pr, "snd_cwnd").notna().any():
-        # one connection per flow is plotted per (flow, local_port); sum nothing here
-        d = pd.DataFrame({"t": _num(pr, "t"), "flow": pr["flow"], "port": _num(pr, "local_port"),
-                          "cwnd": _num(pr, "snd_cwnd"), "ssthresh": _num(pr, "ssthresh")})
-        d["source"] = "probe"
+    # one connection per flow is plotted per (flow, local_port); sum nothing here
+    for source, cwnd_col in (("probe", "snd_cwnd"), ("ss", "cwnd")):
+        tab = run.table(source)
+        if len(tab) and _num(tab, cwnd_col).notna().any():
+            d = pd.DataFrame({"t": _num(tab, "t"), "flow": tab["flow"],
+                              "port": _num(tab, "local_port"), "cwnd": _num(tab, cwnd_col),
+                              "ssthresh": _num(tab, "ssthresh")})
+            d["source"] = source
+            break
     else:
-        ss = run.table("ss")
-        if len(ss) and _num(ss, "cwnd").notna().any():
-            d = pd.DataFrame({"t": _num(ss, "t"), "flow": ss["flow"], "port": _num(ss, "local_port"),
-                              "cwnd": _num(ss, "cwnd"), "ssthresh": _num(ss, "ssthresh")})
-            d["source"] = "ss"
-        else:
-            ip = iperf_side(run, "sender")
-            d = pd.DataFrame({"t": _num(ip, "t_end"), "flow": ip.get("flow", pd.Series(dtype=float)),
-                              "port": _num(ip, "stream"), "cwnd": np.nan, "ssthresh": np.nan})
-            d["cwnd_bytes"] = _num(ip, "snd_cwnd")
-            d["source"] = "iperf"
-            mss = {f: mss_of(run, f) for f in d["flow"].dropna().unique()}
-            d["cwnd"] = d["cwnd_bytes"] / d["flow"].map(mss)
-            return d.dropna(subset=["cwnd"]).sort_values("t")
+        ip = iperf_side(run, "sender")
+        d = pd.DataFrame({"t": _num(ip, "t_end"), "flow": ip.get("flow", pd.Series(dtype=float)),
+                          "port": _num(ip, "stream"), "cwnd": np.nan, "ssthresh": np.nan})
+        d["cwnd_bytes"] = _num(ip, "snd_cwnd")
+        d["source"] = "iperf"
+        mss = {f: mss_of(run, f) for f in d["flow"].dropna().unique()}
+        d["cwnd"] = d["cwnd_bytes"] / d["flow"].map(mss)
+        return d.dropna(subset=["cwnd"]).sort_values("t")
     d.loc[d["ssthresh"] >= INFINITE_SSTHRESH, "ssthresh"] = np.nan
     mss = {f: mss_of(run, f) for f in d["flow"].dropna().unique()}
     d["cwnd_bytes"] = d["cwnd"] * d["flow"].map(mss)
