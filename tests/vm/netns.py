@@ -1,71 +1,106 @@
-"""A minimal three-namespace path for the VM's own smoke tests: sender - router - receiver.
+"""A minimal three-namespace path for the VM's own tests: sender - router - receiver.
 
-The experiment engine (cclab) builds richer topologies; this one only depends on iproute2,
-so that it tests the VM itself.
+The experiment engine (cclab) builds richer topologies; this one depends only on iproute2,
+so that it tests the VM and the kernel modules without the engine in between.  Subclasses
+change its addresses, buffers and sysctls through the class attributes.
 """
 import json
 import subprocess
 import uuid
 
 
-def sh(*args, check=True):
-    return subprocess.run(args, check=check, capture_output=True, text=True)
+def sh(*args, check=True, timeout=None):
+    return subprocess.run(args, check=check, capture_output=True, text=True, timeout=timeout)
 
 
-def ns(name, *args, check=True):
-    return sh("ip", "netns", "exec", name, *args, check=check)
+def ns(name, *args, check=True, timeout=None):
+    return sh("ip", "netns", "exec", name, *args, check=check, timeout=timeout)
 
 
 class Path:
-    """snd (10.9.1.1) -- rtr -- rcv (10.9.2.1); the data direction leaves rtr on 'rtr-r'."""
+    """snd (NET.1.1) -- rtr -- rcv (NET.2.1).  Data leaves the router on 'r-rcv' (towards the
+    receiver), ACKs on 'r-snd'.  Offloads are off everywhere, as the emulated links need."""
+
+    PREFIX = "cclabt"
+    NET = "10.9"
+    RMEM = "4096 131072 67108864"
+    WMEM = "4096 16384 67108864"
+    EXTRA_SYSCTLS = ()
+    # receive processing of every interface on CPU 0: one flow's packets sent from two CPUs
+    # would otherwise sit in two per-CPU backlogs and arrive reordered
+    SINGLE_RX_CPU = False
 
     def __init__(self):
         tag = uuid.uuid4().hex[:6]
-        self.snd, self.rtr, self.rcv = (f"cclabt-{tag}-{r}" for r in ("s", "r", "c"))
-        self.rcv_ip = "10.9.2.1"
+        self.snd, self.rtr, self.rcv = (f"{self.PREFIX}-{tag}-{r}" for r in "src")
+        self.rcv_ip = f"{self.NET}.2.1"
         self.procs = []
 
     def __enter__(self):
         try:
-            for n in (self.snd, self.rtr, self.rcv):
-                sh("ip", "netns", "add", n)
-                ns(n, "ip", "link", "set", "lo", "up")
-            sh("ip", "link", "add", "s0", "netns", self.snd, "type", "veth", "peer", "rtr-s", "netns", self.rtr)
-            sh("ip", "link", "add", "c0", "netns", self.rcv, "type", "veth", "peer", "rtr-r", "netns", self.rtr)
-            for n, dev, addr in ((self.snd, "s0", "10.9.1.1/24"), (self.rtr, "rtr-s", "10.9.1.2/24"),
-                                 (self.rtr, "rtr-r", "10.9.2.2/24"), (self.rcv, "c0", "10.9.2.1/24")):
-                ns(n, "ip", "addr", "add", addr, "dev", dev)
-                ns(n, "ip", "link", "set", dev, "up")
-                ns(n, "ethtool", "-K", dev, "tso", "off", "gso", "off", "gro", "off")
-            ns(self.snd, "ip", "route", "add", "default", "via", "10.9.1.2")
-            ns(self.rcv, "ip", "route", "add", "default", "via", "10.9.2.2")
-            ns(self.rtr, "sysctl", "-qw", "net.ipv4.ip_forward=1")
-            for n in (self.snd, self.rcv):
-                ns(n, "sysctl", "-qw", "net.ipv4.tcp_rmem=4096 131072 67108864")
-                ns(n, "sysctl", "-qw", "net.ipv4.tcp_wmem=4096 16384 67108864")
+            self._build()
         except BaseException:
             self.__exit__(None, None, None)
             raise
         return self
 
-    def shape_data(self, *netem_args):
-        """Replace the root qdisc of the router's egress towards the receiver."""
-        ns(self.rtr, "tc", "qdisc", "replace", "dev", "rtr-r", "root", "netem", *netem_args)
+    def _build(self):
+        for n in (self.snd, self.rtr, self.rcv):
+            sh("ip", "netns", "add", n)
+            ns(n, "ip", "link", "set", "lo", "up")
+        sh("ip", "link", "add", "s0", "netns", self.snd, "type", "veth",
+           "peer", "r-snd", "netns", self.rtr)
+        sh("ip", "link", "add", "c0", "netns", self.rcv, "type", "veth",
+           "peer", "r-rcv", "netns", self.rtr)
+        for n, dev, host in ((self.snd, "s0", "1.1"), (self.rtr, "r-snd", "1.2"),
+                             (self.rtr, "r-rcv", "2.2"), (self.rcv, "c0", "2.1")):
+            ns(n, "ip", "addr", "add", f"{self.NET}.{host}/24", "dev", dev)
+            ns(n, "ip", "link", "set", dev, "up")
+            ns(n, "ethtool", "-K", dev, "tso", "off", "gso", "off", "gro", "off")
+            if self.SINGLE_RX_CPU:
+                ns(n, "sh", "-c", f"echo 1 > /sys/class/net/{dev}/queues/rx-0/rps_cpus",
+                   check=False)
+        ns(self.snd, "ip", "route", "add", "default", "via", f"{self.NET}.1.2")
+        ns(self.rcv, "ip", "route", "add", "default", "via", f"{self.NET}.2.2")
+        ns(self.rtr, "sysctl", "-qw", "net.ipv4.ip_forward=1")
+        for n in (self.snd, self.rcv):
+            ns(n, "sysctl", "-qw", f"net.ipv4.tcp_rmem={self.RMEM}")
+            ns(n, "sysctl", "-qw", f"net.ipv4.tcp_wmem={self.WMEM}")
+            for setting in self.EXTRA_SYSCTLS:
+                ns(n, "sysctl", "-qw", setting)
+
+    def shape(self, data_netem, ack_netem=None):
+        """Replace the router's root qdiscs: netem towards the receiver (and the sender)."""
+        ns(self.rtr, "tc", "qdisc", "replace", "dev", "r-rcv", "root", "netem", *data_netem)
+        if ack_netem:
+            ns(self.rtr, "tc", "qdisc", "replace", "dev", "r-snd", "root", "netem", *ack_netem)
 
     def spawn(self, name, *args):
         p = subprocess.Popen(["ip", "netns", "exec", name, *args],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.procs.append(p)
         return p
 
+    def iperf3(self, *args, timeout=120):
+        """Run iperf3 towards the receiver; returns its JSON (or {"error": ...})."""
+        r = ns(self.snd, "iperf3", "-J", "-c", self.rcv_ip, *args, check=False, timeout=timeout)
+        try:
+            data = json.loads(r.stdout or "{}")
+        except json.JSONDecodeError:
+            data = {"error": r.stdout[-300:] + r.stderr[-300:]}
+        if r.returncode != 0 and "error" not in data:
+            data["error"] = r.stderr.strip() or f"exit status {r.returncode}"
+        return data
+
     def sockets(self, name, port=5201):
-        """TCP sockets towards `port` in namespace `name`, as ss reports them (cc name, bytes).
-        With -e the head line carries the socket's cookie (`sk:`), unique for its lifetime."""
-        out = ns(name, "ss", "-tineH", "dst", f":{port}").stdout
+        """TCP sockets towards `port` in namespace `name`, as ss reports them: dicts with the
+        head line and the info tokens.  With -e the head line carries the socket's cookie
+        (`sk:`), unique for its lifetime."""
+        out = ns(name, "ss", "-tineH", "dst", f":{port}", check=False).stdout
         socks, cur = [], None
         for line in out.splitlines():
             if not line.startswith((" ", "\t")):
-                cur = {"head": line}
+                cur = {"head": line, "info": []}
                 socks.append(cur)
             elif cur is not None:
                 cur["info"] = line.split()
@@ -75,18 +110,19 @@ class Path:
         for p in self.procs:
             p.kill()
             p.wait()
+        # abort what is left (orphans retrying a FIN would pin a module for minutes)
+        for n in (self.snd, self.rcv):
+            ns(n, "ss", "-K", "state", "all", check=False)
         for n in (self.snd, self.rtr, self.rcv):
-            sh("ip", "netns", "pids", n, check=False)
-            pids = sh("ip", "netns", "pids", n, check=False).stdout.split()
-            for pid in pids:
+            for pid in sh("ip", "netns", "pids", n, check=False).stdout.split():
                 sh("kill", "-9", pid, check=False)
             sh("ip", "netns", "del", n, check=False)
         return False
 
 
 def iperf3_json(path, *args):
-    r = ns(path.snd, "iperf3", "-J", "-c", path.rcv_ip, *args, check=False)
-    data = json.loads(r.stdout or "{}")
-    if r.returncode != 0 or "error" in data:
-        raise RuntimeError(f"iperf3 failed: {data.get('error', r.stderr.strip())}")
+    """iperf3's JSON of a flow from the sender to the receiver; raises if iperf3 failed."""
+    data = path.iperf3(*args)
+    if "error" in data:
+        raise RuntimeError(f"iperf3 failed: {data['error']}")
     return data

@@ -15,16 +15,17 @@ Runs inside the lab VM as root (vm/run.sh -- pytest tests/vm/test_kmod.py):
    rmmod of idle modules; afterwards dmesg has gained no WARN, BUG, oops or UBSAN line.
 """
 import glob
-import json
 import os
 import re
 import shutil
 import subprocess
 import threading
 import time
-import uuid
 
 import pytest
+
+import netns
+from netns import sh
 
 KIT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 KMOD_SRC = os.path.join(KIT, "kmod")
@@ -46,14 +47,6 @@ GEO_SECONDS = 12
 CUBIC_GEO_SECONDS = 32
 
 
-def sh(*args, check=True, timeout=None):
-    return subprocess.run(args, check=check, capture_output=True, text=True, timeout=timeout)
-
-
-def ns(name, *args, check=True, timeout=None):
-    return sh("ip", "netns", "exec", name, *args, check=check, timeout=timeout)
-
-
 def loaded(mod):
     return os.path.isdir(f"/sys/module/{mod}")
 
@@ -67,98 +60,29 @@ def dmesg_lines():
     return sh("dmesg").stdout.splitlines()
 
 
-class Path:
-    """Sender (10.77.1.1) - router - receiver (10.77.2.1), each in its own namespace.
+class Path(netns.Path):
+    """Sender (10.77.1.1) - router - receiver (10.77.2.1), each in its own namespace, with an
+    iperf3 server on the receiver.  Data leaves the router on 'r-rcv', ACKs on 'r-snd'."""
 
-    Data leaves the router on 'r-rcv' (towards the receiver), ACKs on 'r-snd'."""
+    PREFIX = "kmod"
+    NET = "10.77"
+    # 256 MiB maxima (>= 64 MiB): a GEO slow start into a 9-BDP pipe needs a 34 MB window,
+    # i.e. a send buffer of twice that; a large default receive buffer so the receive window
+    # never limits it; no cached ssthresh
+    RMEM = "4096 134217728 268435456"
+    WMEM = "4096 16384 268435456"
+    EXTRA_SYSCTLS = ("net.ipv4.tcp_no_metrics_save=1",)
+    SINGLE_RX_CPU = True
 
-    def __init__(self):
-        tag = uuid.uuid4().hex[:6]
-        self.snd, self.rtr, self.rcv = (f"kmod-{tag}-{r}" for r in "src")
-        self.rcv_ip = "10.77.2.1"
-        self.procs = []
-
-    def __enter__(self):
-        try:
-            for n in (self.snd, self.rtr, self.rcv):
-                sh("ip", "netns", "add", n)
-                ns(n, "ip", "link", "set", "lo", "up")
-            sh("ip", "link", "add", "s0", "netns", self.snd, "type", "veth",
-               "peer", "r-snd", "netns", self.rtr)
-            sh("ip", "link", "add", "c0", "netns", self.rcv, "type", "veth",
-               "peer", "r-rcv", "netns", self.rtr)
-            for n, dev, addr in ((self.snd, "s0", "10.77.1.1/24"),
-                                 (self.rtr, "r-snd", "10.77.1.2/24"),
-                                 (self.rtr, "r-rcv", "10.77.2.2/24"),
-                                 (self.rcv, "c0", "10.77.2.1/24")):
-                ns(n, "ip", "addr", "add", addr, "dev", dev)
-                ns(n, "ip", "link", "set", dev, "up")
-                ns(n, "ethtool", "-K", dev, "tso", "off", "gso", "off", "gro", "off")
-                # receive processing on one CPU: packets of one flow sent from two CPUs
-                # would otherwise sit in two per-CPU backlogs and arrive reordered
-                ns(n, "sh", "-c", f"echo 1 > /sys/class/net/{dev}/queues/rx-0/rps_cpus",
-                   check=False)
-            ns(self.snd, "ip", "route", "add", "default", "via", "10.77.1.2")
-            ns(self.rcv, "ip", "route", "add", "default", "via", "10.77.2.2")
-            ns(self.rtr, "sysctl", "-qw", "net.ipv4.ip_forward=1")
-            for n in (self.snd, self.rcv):
-                # 256 MiB maxima (>= 64 MiB): a GEO slow start into a 9-BDP pipe needs a
-                # 34 MB window, i.e. a send buffer of twice that; a large default receive
-                # buffer so the receive window never limits it; no cached ssthresh
-                ns(n, "sysctl", "-qw", "net.ipv4.tcp_rmem=4096 134217728 268435456")
-                ns(n, "sysctl", "-qw", "net.ipv4.tcp_wmem=4096 16384 268435456")
-                ns(n, "sysctl", "-qw", "net.ipv4.tcp_no_metrics_save=1")
-            self.spawn(self.rcv, "iperf3", "-s")
-            time.sleep(0.5)
-        except BaseException:
-            self.__exit__(None, None, None)
-            raise
-        return self
-
-    def shape(self, data_netem, ack_netem=None):
-        ns(self.rtr, "tc", "qdisc", "replace", "dev", "r-rcv", "root", "netem", *data_netem)
-        if ack_netem:
-            ns(self.rtr, "tc", "qdisc", "replace", "dev", "r-snd", "root", "netem", *ack_netem)
-
-    def spawn(self, name, *args):
-        p = subprocess.Popen(["ip", "netns", "exec", name, *args],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        self.procs.append(p)
-        return p
-
-    def iperf3(self, *args, timeout=120):
-        """Run iperf3 towards the receiver; returns its JSON (or {} and the error)."""
-        r = ns(self.snd, "iperf3", "-J", "-c", self.rcv_ip, *args, check=False, timeout=timeout)
-        try:
-            data = json.loads(r.stdout or "{}")
-        except json.JSONDecodeError:
-            data = {"error": r.stdout[-300:] + r.stderr[-300:]}
-        return data
+    def _build(self):
+        super()._build()
+        self.spawn(self.rcv, "iperf3", "-s")
+        time.sleep(0.5)
 
     def data_sockets(self, port=5201):
-        """ss -tin lines of the sender's sockets towards iperf3: (head, info) pairs."""
-        out = ns(self.snd, "ss", "-tinH", "dst", f"{self.rcv_ip}:{port}", check=False).stdout
-        socks, head = [], None
-        for line in out.splitlines():
-            if not line.startswith((" ", "\t")):
-                head = line
-            elif head is not None:
-                socks.append((head, line.strip()))
-                head = None
-        return socks
-
-    def __exit__(self, *exc):
-        for p in self.procs:
-            p.kill()
-            p.wait()
-        # abort what is left (orphans retrying a FIN would pin the modules for minutes)
-        for n in (self.snd, self.rcv):
-            ns(n, "ss", "-K", "state", "all", check=False)
-        for n in (self.snd, self.rtr, self.rcv):
-            for pid in sh("ip", "netns", "pids", n, check=False).stdout.split():
-                sh("kill", "-9", pid, check=False)
-            sh("ip", "netns", "del", n, check=False)
-        return False
+        """The sender's sockets towards iperf3 on the receiver: (head, info) line pairs."""
+        return [(s["head"], " ".join(s["info"])) for s in self.sockets(self.snd, port)
+                if s["info"] and f"{self.rcv_ip}:{port}" in s["head"]]
 
 
 class SsWatcher:

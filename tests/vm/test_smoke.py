@@ -30,7 +30,7 @@ def _watch_cc(path, seen, stop):
     while the socket was carrying data."""
     while not stop.is_set():
         for s in path.sockets(path.snd):
-            info = s.get("info", [])
+            info = s["info"]
             cookie = re.search(r"\bsk:([0-9a-f]+)", s["head"])
             m = re.search(r"bytes_acked:(\d+)", " ".join(info))
             if not cookie:
@@ -54,7 +54,7 @@ def _data_socket_cc(seen):
 @pytest.fixture(scope="module")
 def lossy_path():
     with Path() as p:
-        p.shape_data("rate", "10mbit", "delay", "50ms", "loss", "2%", "limit", "1000")
+        p.shape(["rate", "10mbit", "delay", "50ms", "loss", "2%", "limit", "1000"])
         p.spawn(p.rcv, "iperf3", "-s")
         time.sleep(1)
         yield p
@@ -80,7 +80,7 @@ def goodputs(lossy_path):
 
 
 def test_qdisc_is_netem_on_the_router(lossy_path):
-    out = ns(lossy_path.rtr, "tc", "qdisc", "show", "dev", "rtr-r").stdout
+    out = ns(lossy_path.rtr, "tc", "qdisc", "show", "dev", "r-rcv").stdout
     assert "netem" in out and "loss 2%" in out and "delay 50ms" in out, out
 
 
