@@ -4,13 +4,16 @@
 
 For each lab: copies the master (notebooks/<lab>.ipynb) and the files its assignment config names
 (SUPPORT below: for labs 1-2 notebooks/labkit.py and the reference bands labs/<lab>/reference.csv
-as reference-<lab>.csv; for lab 5 its tuner support module, its recorded connections and the
-reference learner, which only the autograder gets) into a scratch folder and runs `otter assign`
-there.  Result:
+as reference-<lab>.csv; for labs 3-4 labkit.py and labs/kmodlab.py, and for the autograder only
+cclab.zip, the engine's package, whose analysis their hidden tests recompute with, so grading
+needs no kit; for lab 5 its tuner support module, its recorded connections and the reference
+learner, which only the autograder gets) into a scratch folder and runs `otter assign` there.
+Result:
     dist/<lab>/student/      the notebook for students: solutions and hidden tests stripped
     dist/<lab>/autograder/   the master with solutions, and <lab>-autograder_*.zip for grade.py
 The masters are not executed here (assign's run_tests is off in their config): they run
-experiments; tests/vm/test_lab_notebooks.py (labs 1-2) and tests/vm/test_lab5.py run them in the lab VM.
+experiments; the lab VM tests run them (labs 1-2: test_lab_notebooks.py; labs 3-4: test_lab3.py
+and test_lab4.py; lab 5: test_lab5.py).
 """
 
 from __future__ import annotations
@@ -20,20 +23,42 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import zipfile
 from pathlib import Path
 
 KIT = Path(__file__).resolve().parents[1]
 
 # Per lab: (source in the kit, name next to the notebook).  The names are the ones the master's
-# ASSIGNMENT CONFIG lists under files / autograder_files.
+# ASSIGNMENT CONFIG lists under files / autograder_files.  A source "cclab/" is the engine's
+# package, zipped (Python imports it from the zip; labs/kmodlab.py puts it on sys.path).
+ENGINE = "cclab/"
 SUPPORT = {
     "lab1": [("notebooks/labkit.py", "labkit.py"), ("labs/lab1/reference.csv", "reference-lab1.csv")],
     "lab2": [("notebooks/labkit.py", "labkit.py"), ("labs/lab2/reference.csv", "reference-lab2.csv")],
+    "lab3": [("notebooks/labkit.py", "labkit.py"), ("labs/kmodlab.py", "kmodlab.py"),
+             (ENGINE, "cclab.zip")],
+    "lab4": [("notebooks/labkit.py", "labkit.py"), ("labs/kmodlab.py", "kmodlab.py"),
+             (ENGINE, "cclab.zip")],
     "lab5": [("labs/lab5/tuner_support.py", "tuner_support.py"),
              ("labs/lab5/connections.csv", "lab5-connections.csv"),
              ("labs/lab5/reference.py", "lab5_reference.py")],
 }
 LABS = tuple(SUPPORT)
+
+
+def engine_zip(dest: Path) -> Path:
+    """The kit's cclab package (its .py files, cclab/... inside) as a zip Python can import from.
+    Fixed timestamps, sorted names: the same sources give the same bytes."""
+    src = KIT / "cclab"
+    with zipfile.ZipFile(dest, "w", zipfile.ZIP_DEFLATED) as z:
+        for f in sorted(src.rglob("*.py")):
+            if "__pycache__" in f.parts:
+                continue
+            info = zipfile.ZipInfo(str(f.relative_to(KIT)), date_time=(1980, 1, 1, 0, 0, 0))
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = 0o644 << 16
+            z.writestr(info, f.read_bytes())
+    return dest
 
 
 def build(lab: str, out: Path) -> Path:
@@ -44,7 +69,10 @@ def build(lab: str, out: Path) -> Path:
         t = Path(tmp)
         shutil.copy(KIT / "notebooks" / f"{lab}.ipynb", t)
         for src, name in SUPPORT[lab]:
-            shutil.copy(KIT / src, t / name)
+            if src == ENGINE:
+                engine_zip(t / name)
+            else:
+                shutil.copy(KIT / src, t / name)
         r = subprocess.run([sys.executable, "-m", "otter", "assign", f"{lab}.ipynb", str(dest)],
                            cwd=t, capture_output=True, text=True)
         if r.returncode != 0:

@@ -17,7 +17,8 @@ Everything else -- the record of SHA-256 hashes, verify(), the fidelity verdict,
 results when CCLAB_REPLAY=1 or when results of the same mode exist -- is labkit's.
 
 The analysis uses the engine's package (cclab.analysis: metrics, stats, events, plots): in the lab
-VM the kit is at /kit; to grade elsewhere, point CCLAB_KIT at a checkout of the kit.
+VM the kit is at /kit (elsewhere, point CCLAB_KIT at a checkout of the kit); the autograder that
+grading/build.py makes carries its own copy, cclab.zip, which grading uses.
 """
 
 from __future__ import annotations
@@ -36,8 +37,26 @@ import pandas as pd
 import labkit
 
 KIT = labkit.kit_root()
-if KIT is not None and str(KIT) not in sys.path:
-    sys.path.insert(0, str(KIT))
+BUNDLE = "cclab.zip"        # the engine's package, in the autograder (grading/build.py)
+
+
+def _engine_path() -> Path | None:
+    """Where `import cclab` comes from: when grading (replaying), the copy grading/build.py put
+    in the autograder -- the code the hidden tests were built with, which the autograder copies
+    over any file of that name a submission brings, and which needs no kit on the grading
+    machine; otherwise the kit (the lab VM's /kit, or CCLAB_KIT)."""
+    if labkit.replaying():
+        for d in (Path(__file__).resolve().parent, Path.cwd()):
+            if (d / BUNDLE).is_file():
+                return d / BUNDLE
+    return KIT
+
+
+_ENGINE = _engine_path()
+if _ENGINE is not None:
+    if str(_ENGINE) in sys.path:
+        sys.path.remove(str(_ENGINE))
+    sys.path.insert(0, str(_ENGINE))
 
 from cclab.analysis import events, metrics, stats  # noqa: E402
 from cclab.analysis.data import RunData  # noqa: E402
