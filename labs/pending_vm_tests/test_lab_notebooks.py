@@ -70,6 +70,8 @@ raise RuntimeError(f"PROBE uid={os.geteuid()} as={resource.getrlimit(resource.RL
 def test_grading_a_real_run_as_an_unprivileged_user(tmp_path):
     from grading import build, grade
     assert "lab1" in RUNS, "lab 1's quick-mode run did not complete (see the test above)"
+    # grading as `nobody` needs a Python it can run (the image's venv): no fallback to root here
+    assert grade._sandbox_user("nobody") is not None, f"nobody cannot run {sys.executable} with otter"
     real = RUNS["lab1"]
     dist = build.build("lab1", tmp_path / "dist")
     master = dist / "autograder" / "lab1.ipynb"
