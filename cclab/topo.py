@@ -10,11 +10,14 @@ Routers are ordinary Mininet hosts with IP forwarding on; there are no switches,
 vSwitch and no controller.  Every name starts with "cc-" so `cclab clean` can find leftovers.
 
 `plan()` is pure: it lists every command (node, argv) that configures addresses, routes,
-sysctls, offloads and qdiscs.  `Dumbbell` builds the Mininet network and runs the plan.
+sysctls, offloads and qdiscs.  `Network` builds the Mininet network, runs the plan, then gives
+both ends of every link (`links()`) a permanent neighbour entry for the other (`neighbour_plan()`):
+netem would drop ARP like any other packet.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import subprocess
 from dataclasses import dataclass
@@ -176,6 +179,56 @@ def plan(experiment) -> list[tuple[str, list[str]]]:
     return cmds
 
 
+@dataclass(frozen=True)
+class End:
+    """One end of a point-to-point link: the node, its interface and that interface's address."""
+    node: str
+    dev: str
+    addr: str
+
+    @property
+    def mac(self) -> str:
+        """The interface's MAC, fixed when the link is made: locally administered, unicast,
+        02:cc then the four bytes of its IPv4 address (unique in the dumbbell)."""
+        return "02:cc:" + ":".join(f"{int(b):02x}" for b in self.addr.split("."))
+
+
+def links(profile: Profile) -> list[tuple[End, End]]:
+    """Every link's two ends: the routers' core link, then each host with its router."""
+    out = [(End(R1, CORE1, "10.255.0.1"), End(R2, CORE2, "10.255.0.2"))]
+    for h in hosts(profile):
+        r = R1 if h.startswith("cc-s") else R2
+        out.append((End(h, host_dev(h), address(h)), End(r, router_dev(h), gateway(h))))
+    return out
+
+
+def neighbour_plan(profile: Profile) -> list[tuple[str, list[str]]]:
+    """Permanent neighbour entries on both ends of every link, for the other end's address and
+    MAC.  netem drops ARP like any packet: without them a lost ARP request holds a flow's (or
+    the idle pings') first packets for a second or more on a lossy link."""
+    cmds = []
+    for a, b in links(profile):
+        for here, there in ((a, b), (b, a)):
+            cmds.append((here.node, ["ip", "neigh", "replace", there.addr, "lladdr", there.mac,
+                                     "dev", here.dev, "nud", "permanent"]))
+    return cmds
+
+
+def neighbour_scripts(profile: Profile) -> dict[str, str]:
+    """One shell script per node (a process per node, not per command: each costs a fork of
+    the engine's process): check that its interfaces have the MACs the links were made with,
+    then set its neighbour entries."""
+    out: dict[str, list[str]] = {}
+    for link in links(profile):
+        for e in link:
+            out.setdefault(e.node, []).append(
+                f"ip -br link show dev {e.dev} | grep -qi ' {e.mac} ' || "
+                f"{{ echo '{e.dev}: MAC is not {e.mac}' >&2; exit 1; }}")
+    for node, argv in neighbour_plan(profile):
+        out[node].append(" ".join(argv))
+    return {node: "set -e\n" + "\n".join(lines) + "\n" for node, lines in out.items()}
+
+
 # ---------------------------------------------------------------- building it with Mininet
 
 class CommandFailed(RuntimeError):
@@ -203,11 +256,13 @@ def make_topo(profile: Profile):
         def build(self):
             self.addHost(R1, ip=None)
             self.addHost(R2, ip=None)
-            self.addLink(R1, R2, intfName1=CORE1, intfName2=CORE2)
-            for h in hosts(profile):
-                self.addHost(h, ip=None)
-                r = R1 if h.startswith("cc-s") else R2
-                self.addLink(h, r, intfName1=host_dev(h), intfName2=router_dev(h))
+            # each link made with its two ends' MACs (End.mac): the neighbour entries need them
+            for a, b in links(profile):
+                for e in (a, b):
+                    if e.node not in self.nodes():
+                        self.addHost(e.node, ip=None)
+                self.addLink(a.node, b.node, intfName1=a.dev, intfName2=b.dev,
+                             addr1=a.mac, addr2=b.mac)
 
     return Dumbbell()
 
@@ -240,6 +295,12 @@ class Network:
         self.net.built = True
         for node_name, argv in plan(self.experiment):
             run_in(self.net[node_name], argv)
+        self._neighbours()
+
+    def _neighbours(self) -> None:
+        """No ARP during a run: each end of every link knows the other's MAC for good."""
+        for node_name, script in neighbour_scripts(self.experiment.link).items():
+            run_in(self.net[node_name], ["sh", "-c", script])
 
     def node(self, name: str):
         return self.net[name]
