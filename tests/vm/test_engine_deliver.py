@@ -1,0 +1,540 @@
+"""What issue 4 asks the engine to deliver, checked on real runs in the lab VM (as root).
+
+test_engine.py checks each profile's figures; this file checks how the engine builds links,
+by looking inside running experiments (runwatch.Watch reads the namespaces while the run
+lasts) and at the tables they leave:
+
+  1. time-varying links change in place: netem's counters never go back, nothing queued
+     vanishes, the backlog survives a change, and the fields not changed stay (tc -j);
+  2. LEO: the rate re-drawn at each reconfiguration is the rate the bottleneck serves, and the
+     handover's loss burst shows in netem's drop counter at each handover and nowhere else;
+  3. delay and loss per direction: one-way delays measured in each direction (both
+     namespaces share the kernel's clock), the up direction's loss and GEO's 5 Mbit/s up;
+  4. TSO, GSO and GRO are off on every interface of a lossy path (ethtool -k in the run);
+  5. per-namespace sysctls as read from /proc/sys inside the namespaces during the run;
+  6. the tshark capture holds the flow's own packets: its 5-tuple, and as many bytes as
+     iperf3 sent and the receiver acknowledged;
+  7. the module event tables (spline.csv, search.csv): columns, times, states and values.
+
+Each run is short and serves several tests (module-scoped fixtures).  Rates stay low (the
+guest is software-emulated); tolerances are those measured in the VM, see each assertion.
+"""
+import json
+import statistics
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from cclab import results, tc, topo
+from cclab.analysis import tshark
+from cclab.spec import Experiment, Flow
+from cclab.tc import LinkState
+
+from runwatch import Watch, in_ns, one_way, qdiscs, sysctl
+from test_engine import link_rate, near, run, udp_loss
+
+
+def profile_of(profile, override):
+    """The profile as the engine built it (with the experiment's override)."""
+    return Experiment(name="x", profile=profile, override=override,
+                      flows=[Flow(cca="cubic")]).link
+
+
+def netem_of(qds):
+    (q,) = [q for q in qds if q["kind"] == "netem"]
+    return q
+
+
+def netem_fields(q):
+    """(delay s, loss fraction, limit packets) from tc -j qdisc show."""
+    o = q["options"]
+    return (o.get("delay", {}).get("delay", 0.0), o.get("loss-random", {}).get("loss", 0.0),
+            o["limit"])
+
+
+def until(t_ready, seconds):
+    """True while less than `seconds` have passed since the watcher started."""
+    return time.time() < t_ready + seconds
+
+
+def warm_up(nodes):
+    """One ping each way resolves every neighbour on the path before delays are measured."""
+    in_ns(nodes["cc-c1"], "ping", "-n", "-c", "2", "-i", "0.3", "-W", "3", "10.0.1.2",
+          check=False)
+
+
+def both_ways(nodes, n=30, gap=0.02):
+    """One-way delays {direction: [s, ...]} measured at the same time in both directions."""
+    out = {}
+
+    def probe(direction, src, dst, addr, port):
+        out[direction] = list(one_way(nodes[src], nodes[dst], addr, n=n, gap=gap, port=port,
+                                      idle=1.5).values())
+    threads = [threading.Thread(target=probe, args=("down", "cc-s1", "cc-c1", "10.1.1.2", 6997)),
+               threading.Thread(target=probe, args=("up", "cc-c1", "cc-s1", "10.0.1.2", 6998))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    return out
+
+
+# ---------------------------------------------------------------- 1 and 2: LEO changes
+
+# Reconfigurations at 1.5, 3.5, 5.5 and 7.5 s (each after a 40 ms handover outage), down
+# rates re-drawn in 15-30 Mbit/s so that a 50 Mbit/s UDP stream keeps the down queue full;
+# the profile's 1 % random loss stays on.  An up UDP probe at 625 datagrams/s, far below the
+# up rate, makes each handover's loss burst countable; the up buffer is deep so that bursts
+# of the probe's small datagrams (the guest stalls iperf3 now and then) never overflow
+# netem's limit, which counts packets: every up drop is the profile's loss or a handover's.
+LEO_OVERRIDE = {"dynamics": {"period": "2s", "offset": "1.5s", "align": "start",
+                             "down_rate": ["15mbit", "30mbit"]},
+                "up": {"buffer": 1000}}
+LEO_LENGTH = 9
+PROBE_PPS = 1e6 / (200 * 8)
+
+
+def leo_watch(nodes):
+    """tc -s -j qdisc show of both core interfaces, about every 0.1 s, while the run lasts."""
+    t_ready = time.time()
+    down, up = [], []
+    while until(t_ready, LEO_LENGTH - 0.3):          # stop before the run's cleanup
+        for out, node, dev in ((down, "cc-r1", "cc-r1-core"), (up, "cc-r2", "cc-r2-core")):
+            t = time.time()
+            q = netem_of(qdiscs(nodes[node], dev))
+            out.append((t, time.time(), q))          # read between these two instants
+        time.sleep(0.03)
+    return {"down": down, "up": up}
+
+
+@pytest.fixture(scope="module")
+def leo(tmp_path_factory):
+    flows = [Flow(cca="cubic", protocol="udp", rate="50mbit", length=1400, duration=LEO_LENGTH),
+             Flow(cca="cubic", protocol="udp", rate="2mbit", length=200, direction="up",
+                  duration=LEO_LENGTH)]
+    with Watch(leo_watch) as w:
+        d, man = run(tmp_path_factory.mktemp("leo"), "leo", flows, override=LEO_OVERRIDE,
+                     ping=False, ss=False)
+    snaps = w.check()
+    t0 = man["start_epoch"]
+    snaps = {k: [(round(a - t0, 3), round(b - t0, 3), q) for a, b, q in v]
+             for k, v in snaps.items()}
+    ch = results.load(d, "changes")
+    print(ch.to_string())
+    return d, man, snaps, ch
+
+
+def pairs_of(ch, direction, outage=0.04):
+    """[(handover row, reconfigure row)] of one direction, in time order."""
+    h = ch[(ch.direction == direction) & (ch.why == "handover")]
+    out = []
+    for r in ch[(ch.direction == direction) & (ch.why == "reconfigure")].sort_values(
+            "t_planned").itertuples():
+        (hr,) = [x for x in h.itertuples() if abs(x.t_planned + outage - r.t_planned) < 1e-3]
+        out.append((hr, r))
+    assert len(out) >= 3, ch
+    return out
+
+
+def test_link_changes_keep_counters_and_queue(leo):
+    d, man, snaps, ch = leo
+    down = snaps["down"]
+    assert len(down) >= 30, len(down)
+    # Nothing queued vanishes and no counter restarts: a deleted and re-added (or replaced)
+    # qdisc would start again from zero and drop its queue uncounted.
+    # (The kernel reads the packet counter a moment before the queue length, so a dequeue in
+    # between can hide a packet or two from one snapshot: a few packets of slack.)
+    for (ta, _, a), (tb, _, b) in zip(down, down[1:]):
+        assert b["packets"] >= a["packets"] and b["drops"] >= a["drops"], (ta, a, tb, b)
+        seen_a = a["packets"] + a["drops"] + a["qlen"]
+        seen_b = b["packets"] + b["drops"] + b["qlen"]
+        assert seen_b >= seen_a - 10, (ta, a, tb, b)
+    pairs = pairs_of(ch, "down")
+    first = pairs[0][0].t_applied
+    before = [q for _, t, q in down if t < first]
+    assert before and before[-1]["drops"] > 0, "no drops before the first change: a reset " \
+        "would not show"
+    # The engine's own 10 Hz record agrees: netem's drop counter only grows.
+    q = results.load(d, "qdisc")
+    q = q[(q.dev == "cc-r1-core") & (q.kind == "netem")].sort_values("t")
+    assert len(q) > 50 and (q.drops.diff().dropna() >= 0).all()
+    # The backlog survives each change: after the first one the queue is full (50 Mbit/s
+    # into 15-30) and a change keeps it; only the 40 ms outage and the time between the two
+    # snapshots (<= 0.4 s, refilling) pass in between.
+    checked = 0
+    for h, r in pairs[1:]:
+        pre = [(t, s) for _, t, s in down if t < h.t_applied]
+        post = [(t, s) for t, _, s in down if t > r.t_applied + 0.02]
+        if not pre or not post or post[0][0] - pre[-1][0] > 0.4:
+            continue
+        (t1, s1), (t2, s2) = pre[-1], post[0]
+        print(f"change at {r.t_applied:.3f} s: backlog {s1['qlen']} packets at {t1:.3f} s, "
+              f"{s2['qlen']} at {t2:.3f} s")
+        assert s1["qlen"] >= 100, (t1, s1)
+        assert s2["qlen"] >= 0.5 * s1["qlen"], (t1, s1, t2, s2)
+        checked += 1
+    assert checked >= 1, "too few snapshots around the changes"
+
+
+def test_link_changes_keep_other_netem_fields(leo):
+    d, man, snaps, ch = leo
+    prof = profile_of("leo", LEO_OVERRIDE)
+    bufs = topo.buffers(prof)
+    checked = 0
+    for direction in ("down", "up"):
+        pairs = pairs_of(ch, direction)
+        dirn = getattr(prof, direction)
+        loss = dirn.loss / 100
+        initial = [q for _, t, q in snaps[direction] if t < pairs[0][0].t_applied]
+        assert initial, direction
+        want0 = (dirn.delay, loss, tc.netem_limit(dirn, LinkState.of(dirn), bufs[direction]))
+        assert netem_fields(initial[-1]) == pytest.approx(want0, abs=1e-5), direction
+        for i, (h, r) in enumerate(pairs):
+            end = pairs[i + 1][0].t_applied if i + 1 < len(pairs) else 1e9
+            after = [q for a, b, q in snaps[direction] if a > r.t_applied + 0.02 and b < end]
+            if not after:
+                continue
+            want = (r.delay_s, loss,
+                    tc.netem_limit(dirn, LinkState(r.rate_bps, r.delay_s, dirn.loss),
+                                   bufs[direction]))
+            got = netem_fields(after[0])
+            print(f"{direction} after the change at {r.t_applied:.3f} s: delay, loss, limit "
+                  f"{got}, expected {want}")
+            # the re-drawn delay and the limit that goes with it; the loss as before
+            assert got == pytest.approx(want, abs=1e-5), (direction, r)
+            assert len({json.dumps(q["options"], sort_keys=True) for q in after}) == 1
+            checked += 1
+    assert checked >= 4, checked
+
+
+def test_leo_rate_redrawn_at_each_reconfiguration(leo):
+    d, man, snaps, ch = leo
+    pairs = pairs_of(ch, "down")
+    rates = [r.rate_bps for _, r in pairs]
+    print("drawn down rates (Mbit/s):", [x / 1e6 for x in rates])
+    assert all(15e6 <= x <= 30e6 for x in rates)
+    assert len(set(rates)) == len(rates) and max(rates) / min(rates) > 1.15
+    measured = 0
+    for i, (h, r) in enumerate(pairs):
+        end = pairs[i + 1][0].t_applied if i + 1 < len(pairs) else LEO_LENGTH
+        a, b = r.t_applied + 0.3, end - 0.1
+        if b - a < 1.5:
+            continue
+        got = link_rate(d, "down", a, b)
+        print(f"{a:.2f}-{b:.2f} s: ", end="")
+        assert near(got, r.rate_bps), (a, b, got, r.rate_bps)
+        measured += 1
+    assert measured >= 2
+
+
+def test_leo_handover_loss_burst(leo):
+    """Up: the probe (625 datagrams/s) loses 1 % at random, and all of it during each 40 ms
+    handover outage: netem's drop counter jumps there and only there."""
+    d, man, snaps, ch = leo
+    q = results.load(d, "qdisc")
+    q = q[(q.dev == "cc-r2-core") & (q.kind == "netem")].sort_values("t").reset_index()
+    assert len(q) > 50
+    bursts, windows = [], []
+    for h, r in pairs_of(ch, "up"):
+        if r.t_applied > LEO_LENGTH - 0.3:
+            continue
+        pre = q[q.t < h.t_applied]
+        post = q[q.t > r.t_applied + 0.05]
+        if pre.empty or post.empty:
+            continue
+        a, b = pre.iloc[-1], post.iloc[0]
+        outage = r.t_applied - h.t_applied
+        dropped = b.drops - a.drops
+        expected = PROBE_PPS * outage + 0.01 * PROBE_PPS * (b.t - a.t)
+        print(f"handover at {h.t_applied:.3f} s ({outage * 1000:.1f} ms): {dropped} dropped "
+              f"between {a.t:.2f} and {b.t:.2f} s, expected about {expected:.0f}")
+        bursts.append((dropped, expected))
+        windows.append((a.t, b.t))
+    assert len(bursts) >= 2
+    # measured: 0.7-2.3 times the count the applied instants give (the outage's real length
+    # depends on when tc -batch gets the CPU)
+    for dropped, expected in bursts:
+        assert 0.5 * expected <= dropped <= 3 * expected + 10, (dropped, expected)
+    # outside the handovers: the profile's 1 % only
+    steady = q[(q.t > 0.3) & (q.t < LEO_LENGTH - 0.3)]
+    for a, b in windows:
+        steady = steady[(steady.t < a - 0.05) | (steady.t > b + 0.05)]
+    rates = []
+    for (_, x), (_, y) in zip(steady.iterrows(), steady.iloc[1:].iterrows()):
+        if 0 < y.t - x.t < 0.2:
+            rates.append((y.drops - x.drops) / (y.t - x.t))
+    mean = statistics.mean(rates)
+    print(f"steady drops: {mean:.1f}/s over {len(rates)} intervals, expected "
+          f"{0.01 * PROBE_PPS:.1f}/s")
+    # 1 % of 625/s is 6.25/s (measured 12.8); a loss left at 100 % (or reset to 0) fails
+    assert len(rates) > 20 and 0.2 * 0.01 * PROBE_PPS < mean < 0.05 * PROBE_PPS
+
+
+# ---------------------------------------------------------------- 3: GEO up direction
+
+GEO_START = 7
+
+
+def geo_watch(nodes):
+    t_ready = time.time()
+    warm_up(nodes)
+    delays = both_ways(nodes)
+    assert until(t_ready, GEO_START - 0.3), "the delay probes ran into the flows"
+    return delays
+
+
+@pytest.fixture(scope="module")
+def geo(tmp_path_factory):
+    flows = [Flow(cca="cubic", protocol="udp", rate="8mbit", length=1400, direction="up",
+                  start=GEO_START, duration=6),
+             Flow(cca="cubic", protocol="udp", rate="20mbit", length=1400, start=GEO_START,
+                  duration=6)]
+    with Watch(geo_watch, listener="cc-s1") as w:
+        d, man = run(tmp_path_factory.mktemp("geo"), "geo", flows, ping=False, ss=False)
+    return d, man, w.check()
+
+
+def test_geo_one_way_delays(geo):
+    d, man, delays = geo
+    for direction in ("down", "up"):
+        got = delays[direction]
+        assert len(got) >= 20, (direction, len(got))
+        print(f"{direction}: one-way median {statistics.median(got) * 1000:.2f} ms over "
+              f"{len(got)} datagrams")
+        assert near(statistics.median(got), 0.300, 0.05)
+        assert min(got) >= 0.300
+
+
+def test_geo_up_rate(geo):
+    d, man, delays = geo
+    # GEO's 5 Mbit/s up, served from a full queue (8 Mbit/s offered), and the down direction
+    # at its own 50 Mbit/s: 20 Mbit/s of 1400-byte datagrams pass whole (1442 bytes a frame).
+    # Measured in the guest: up 8.3-8.4 % and down 8.8 % below (the down stream's sender
+    # falls short of 20 Mbit/s), hence 15 %: far from the up rate's 8 offered or 50 down.
+    a, b = GEO_START + 2.5, GEO_START + 5.8
+    print("up: ", end="")
+    assert near(link_rate(d, "up", a, b), 5e6, 0.15)
+    print("down: ", end="")
+    assert near(link_rate(d, "down", a, b), 20e6 * 1442 / 1400, 0.15)
+
+
+# ---------------------------------------------------------------- 3-6: an asymmetric lossy path
+
+# down: 5 ms, no loss, a deep buffer (Reno's bursts must not overflow it); up: 25 ms, 5 % loss
+ASYM_OVERRIDE = {"down": {"delay": "5ms", "loss": 0, "buffer": 1000},
+                 "up": {"delay": "25ms", "loss": 5}}
+ASYM_START = 7
+
+
+def asym_watch(nodes):
+    t_ready = time.time()
+    prof = profile_of("wired", ASYM_OVERRIDE)
+    out = {"ethtool": {}, "sysctl": {}}
+    for node, devs in topo.interfaces(prof).items():
+        for dev in devs:
+            text = in_ns(nodes[node], "ethtool", "-k", dev)
+            out["ethtool"][(node, dev)] = dict(
+                (k.strip(), v.split()[0]) for k, _, v in
+                (line.partition(":") for line in text.splitlines()[1:]) if v.strip())
+    for node in topo.hosts(prof):
+        out["sysctl"][node] = {k: sysctl(nodes[node], k) for k in SYSCTLS}
+    for node in (topo.R1, topo.R2):
+        out["sysctl"][node] = {"net.ipv4.ip_forward": sysctl(nodes[node], "net.ipv4.ip_forward")}
+    warm_up(nodes)
+    out["delays"] = both_ways(nodes, n=60)
+    assert until(t_ready, ASYM_START - 0.3), "the watcher ran into the flows"
+    return out
+
+
+SYSCTLS = ("net.ipv4.tcp_congestion_control", "net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem")
+
+
+@pytest.fixture(scope="module")
+def asym(tmp_path_factory):
+    # Flow 1: Reno, rate-capped far below the down link (no queue overflow), captured on its
+    # sender; flow 2: 64-byte UDP datagrams up, ~5,900/s for 5 s, to count the up loss.
+    flows = [Flow(cca="reno", rate="10mbit", start=ASYM_START, duration=4),
+             Flow(cca="cubic", protocol="udp", rate="3mbit", length=64, direction="up",
+                  start=ASYM_START, duration=5)]
+    root = {k: Path("/proc/sys/" + k.replace(".", "/")).read_text().split() for k in SYSCTLS}
+    with Watch(asym_watch) as w:
+        d, man = run(tmp_path_factory.mktemp("asym"), "wired", flows, override=ASYM_OVERRIDE,
+                     ping=False, capture=True)
+    return d, man, w.check(), root
+
+
+def test_per_direction_delay(asym):
+    d, man, seen, root = asym
+    med = {}
+    for direction, want in (("down", 0.005), ("up", 0.025)):
+        got = seen["delays"][direction]
+        assert len(got) >= 40, (direction, len(got))
+        med[direction] = statistics.median(got)
+        print(f"{direction}: one-way median {med[direction] * 1000:.3f} ms (min "
+              f"{min(got) * 1000:.3f}) over {len(got)} datagrams, profile {want * 1000:g} ms")
+        assert min(got) >= want
+        # the guest adds about a millisecond per direction at most (see the print)
+        assert med[direction] <= want + 0.003, direction
+    assert 0.018 <= med["up"] - med["down"] <= 0.022
+
+
+def test_per_direction_loss(asym):
+    d, man, seen, root = asym
+    q = results.load(d, "qdisc")
+    last = {dev: q[(q.dev == dev) & (q.kind == "netem")].sort_values("t").iloc[-1]
+            for dev in ("cc-r1-core", "cc-r2-core")}
+    up, down = last["cc-r2-core"], last["cc-r1-core"]
+    seen_up = up.packets + up.drops + up.backlog_packets
+    print(f"up netem: {up.drops} dropped of {seen_up}; down netem: {down.drops} dropped of "
+          f"{down.packets + down.drops}")
+    # ~31,000 packets up at 5 %: relative standard error ~2.5 %, so 10 % is 4 sigma
+    assert seen_up > 25_000
+    assert near(100 * up.drops / seen_up, 5.0)
+    assert down.drops == 0 and down.packets > 2000
+    lost, sent = udp_loss(d, 2)
+    assert lost >= 0.95 * up.drops * sent / seen_up       # what netem dropped never arrived
+    assert near(100 * lost / sent, 5.0, 0.15)
+    fl = results.load(d, "flows")
+    print("reno retransmissions:", fl.retransmits[0])
+
+
+def test_offloads_off_on_a_lossy_path(asym):
+    d, man, seen, root = asym
+    prof = profile_of("wired", ASYM_OVERRIDE)
+    want = sum(len(v) for v in topo.interfaces(prof).values())
+    assert len(seen["ethtool"]) == want >= 6
+    for (node, dev), feats in seen["ethtool"].items():
+        for f in ("tcp-segmentation-offload", "generic-segmentation-offload",
+                  "generic-receive-offload"):
+            assert feats.get(f) == "off", (node, dev, f, feats.get(f))
+
+
+def test_sysctls_set_inside_the_namespaces(asym):
+    d, man, seen, root = asym
+    prof = profile_of("wired", ASYM_OVERRIDE)
+    print("root namespace:", root)
+    for node, cca in (("cc-s1", "reno"), ("cc-c1", "cubic")):
+        want = topo.host_sysctls(prof, cca, {})
+        got = seen["sysctl"][node]
+        print(node, got)
+        for k in SYSCTLS:
+            assert got[k].split() == want[k].split(), (node, k, got[k], want[k])
+            assert got[k].split() == man["sysctls"][node][k].split(), (node, k)
+    # the namespaces differ from the root namespace the test runs in
+    assert root["net.ipv4.tcp_congestion_control"] != ["reno"]
+    assert root["net.ipv4.tcp_rmem"] != seen["sysctl"]["cc-s1"]["net.ipv4.tcp_rmem"].split()
+    for r in (topo.R1, topo.R2):
+        assert seen["sysctl"][r]["net.ipv4.ip_forward"] == "1"
+    fl = results.load(d, "flows")
+    assert fl.cca_ss[0] == "reno"
+
+
+def test_capture_holds_the_flow(asym):
+    d, man, seen, root = asym
+    doc = json.loads((d / "raw" / "iperf-1.json").read_text())
+    (conn,) = doc["start"]["connected"]
+    lport = conn["local_port"]
+    assert conn["remote_port"] == 5201 and conn["local_host"] == "10.0.1.2"
+    cap = tshark.read(d / "raw" / "capture-cc-s1.pcap")
+    data = cap[(cap.src == "10.0.1.2") & (cap.sport == lport) & (cap.dst == "10.1.1.2")
+               & (cap.dport == 5201)]
+    acks = cap[(cap.src == "10.1.1.2") & (cap.sport == 5201) & (cap.dst == "10.0.1.2")
+               & (cap.dport == lport)]
+    fl = results.load(d, "flows")
+    sent, received = int(fl.sent_bytes[0]), int(fl.received_bytes[0])
+    segs = data[data.len > 0]
+    top_seq = int((segs.seq + segs.len).max()) - 1
+    top_ack = int(acks.ack.max()) - 1
+    print(f"capture: {len(cap)} packets, flow 1 (port {lport}): {len(segs)} data segments "
+          f"up to byte {top_seq}, {len(acks)} ACKs up to {top_ack}; iperf3 sent {sent}, "
+          f"the receiver got {received}")
+    assert segs.stream.nunique() == 1 and acks.stream.nunique() == 1
+    assert set(segs.stream) == set(acks.stream)
+    assert len(segs) >= 0.99 * sent / 1448
+    assert segs.len.max() <= 1448                 # real segments: GSO is off
+    assert near(top_seq, sent, 0.01)
+    assert near(top_ack, received, 0.01)
+    # the rest is iperf3's control connections (flow 1's, and flow 2's to cc-s1:5202): a few
+    # hundred bytes each, none of the flow's data
+    other = cap[~cap.index.isin(data.index) & ~cap.index.isin(acks.index)]
+    assert not set(other.stream) & set(segs.stream)
+    assert ((other.sport.isin([5201, 5202])) | (other.dport.isin([5201, 5202]))).all()
+    assert other.stream.nunique() <= 2 and other.len.sum() < 10_000, other.len.sum()
+
+
+# ---------------------------------------------------------------- 7: module event tables
+
+SPLINE_MODES = ["START_PROBE", "PROBE_BW", "PROBE_RTT", "DRAIN_PROBE"]
+SEARCH_THRESH = "/sys/module/tcp_search/parameters/thresh"
+
+
+@pytest.fixture(scope="module")
+def events(tmp_path_factory):
+    flows = [Flow(cca="spline", start=0.5, duration=5), Flow(cca="search", start=0.5,
+                                                               duration=5)]
+    d, man = run(tmp_path_factory.mktemp("events"), "wired", flows, ping=False,
+                 events=["spline:spline_mode", "search:search_exit"])
+    return d, man
+
+
+def flow_ports(d, flow):
+    doc = json.loads((d / "raw" / f"iperf-{flow}.json").read_text())
+    return {c["local_port"] for c in doc["start"]["connected"]}
+
+
+def check_common(d, table, flow, port):
+    fl = results.load(d, "flows").set_index("flow")
+    t_start, t_end = fl.t_start[flow], fl.t_end[flow]
+    assert set(table.flow) == {flow}, set(table.flow)
+    assert table.t.is_monotonic_increasing, table.t.tolist()
+    assert table.t.min() > t_start and table.t.max() < t_end + 1.0, \
+        (table.t.min(), table.t.max(), t_start, t_end)
+    assert set(table.dport) == {port}
+    assert set(table.sport) == flow_ports(d, flow)
+    return t_start, t_end
+
+
+def test_spline_event_table(events):
+    d, man = events
+    sp = results.load(d, "spline")
+    print(sp.to_string())
+    assert {"t", "flow", "sport", "dport", "old", "new", "cwnd", "bw", "min_rtt_us",
+            "fairness"} <= set(sp.columns)
+    assert len(sp) >= 2
+    check_common(d, sp, 1, 5201)
+    assert set(sp.old) | set(sp.new) <= set(SPLINE_MODES)
+    assert sp.old.iloc[0] == "START_PROBE"
+    assert (sp.old != sp.new).all()
+    assert (sp.new.iloc[:-1].values == sp.old.iloc[1:].values).all()   # one chain of modes
+    # windows in segments: at least Spline's floor of 4, at most the send buffer's 16 MiB
+    assert sp.cwnd.between(4, 16 * 2**20 // 1448).all()
+    # bw in bytes/s: positive and below twice the 50 Mbit/s link; min_rtt near the 40 ms path
+    assert (sp.bw > 0).all() and (sp.bw < 3 * 50e6 / 8).all(), sp.bw.tolist()
+    assert sp.min_rtt_us.between(40_000, 60_000).all(), sp.min_rtt_us.tolist()
+    assert sp.fairness.between(0, 16).all()
+
+
+def test_search_event_table(events):
+    d, man = events
+    se = results.load(d, "search")
+    print(se.to_string())
+    assert {"t", "flow", "sport", "dport", "reason", "cwnd", "norm_diff", "elapsed_us",
+            "bin_us"} <= set(se.columns)
+    assert len(se) >= 1
+    t_start, _ = check_common(d, se, 2, 5202)
+    assert set(se.reason) <= {"search", "hystart", "loss"}
+    assert se.cwnd.between(1, 16 * 2**20 // 1448).all()
+    assert (se[se.reason != "loss"].cwnd >= 10).all()          # no exit below the initial window
+    assert (se.norm_diff <= 1000).all()                        # per mille of a ratio <= 1
+    thresh = int(Path(SEARCH_THRESH).read_text()) if Path(SEARCH_THRESH).exists() else 350
+    by_search = se[se.reason == "search"]
+    assert by_search.norm_diff.between(thresh, 1000).all()
+    # bins of 3.5 RTT / 10 of the first RTT (40 ms path): 14 ms and a little more
+    armed = se[se.bin_us > 0]
+    assert len(by_search) == 0 or len(armed) >= len(by_search)
+    assert armed.bin_us.between(0.35 * 40_000, 0.35 * 60_000).all(), armed.bin_us.tolist()
+    # SEARCH's clock starts after the flow does
+    assert (se.elapsed_us / 1e6 <= se.t - t_start + 0.05).all(), \
+        (se.elapsed_us.tolist(), (se.t - t_start).tolist())
