@@ -9,6 +9,8 @@
 #   CCLAB_VM_ACCEL  auto (default), kvm or tcg
 #   CCLAB_VM_REUSE  1: boot the newest built image even if its inputs changed (inner loop only)
 #   CCLAB_VM_LOCK   0: do not wait for other guests started by vm/run.sh (default: one at a time)
+#   CCLAB_VM_MEM    guest memory in MiB (default 6144: the guest's /tmp is a tmpfs that holds
+#                   the runs' tables and captures, beside notebooks loading them with pandas)
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -17,7 +19,7 @@ kit=$(cd "$here/.." && pwd)
 
 timeout=3600
 cpus=${CCLAB_VM_CPUS:-$(nproc)}
-mem=${CCLAB_VM_MEM:-4096}
+mem=${CCLAB_VM_MEM:-6144}
 envs=()
 while [ $# -gt 0 ]; do
   case "$1" in

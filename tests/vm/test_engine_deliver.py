@@ -540,3 +540,44 @@ def test_search_event_table(events):
     # SEARCH's clock starts after the flow does
     assert (se.elapsed_us / 1e6 <= se.t - t_start + 0.05).all(), \
         (se.elapsed_us.tolist(), (se.t - t_start).tolist())
+
+
+# ---------------------------------------------------------------- an unavailable module
+
+def test_unavailable_module_stops_before_any_flow(tmp_path):
+    """A flow whose congestion control cannot be loaded (its .ko is not a module) stops the
+    run with one line naming it, before anything is created: no namespace, interface,
+    iperf3 process or result folder, and the algorithm beside it never starts."""
+    import subprocess
+    import sys
+
+    from cclab.profiles import KIT_DIR
+    from cclab.spec import available_ccas
+
+    ko = tmp_path / "tcp_nosuch.ko"
+    ko.write_bytes(b"this is not a kernel module\n")
+    spec = tmp_path / "nosuch.toml"
+    spec.write_text(f'name = "nosuch"\nprofile = "wired"\nmodules = ["{ko}"]\n'
+                    '[override]\npairs = 2\n'
+                    '[[flow]]\ncca = "cubic"\nduration = "2s"\n'
+                    '[[flow]]\ncca = "nosuch"\nduration = "2s"\n')
+
+    def world():
+        netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+        links = json.loads(subprocess.run(["ip", "-j", "link", "show"], capture_output=True,
+                                          text=True).stdout)
+        iperf = subprocess.run(["pgrep", "-x", "iperf3"], capture_output=True, text=True).stdout
+        return sorted(netns.split()), sorted(link["ifname"] for link in links), iperf.split()
+
+    before = world()
+    out = tmp_path / "out"
+    r = subprocess.run([sys.executable, "-m", "cclab", "run", str(spec), "--out", str(out)],
+                       capture_output=True, text=True, timeout=120, cwd=KIT_DIR)
+    print(r.stderr)
+    assert r.returncode == 1, (r.returncode, r.stdout, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert "'nosuch'" in lines[0] and "insmod" in lines[0] and "no flow was started" in lines[0]
+    assert world() == before
+    assert not out.exists() or not any(out.iterdir()), list(out.rglob("*"))
+    assert "nosuch" not in available_ccas()
