@@ -1,0 +1,56 @@
+"""vm/experiment.sh on the host, with the real image: an experiment file runs headless in the
+guest and its results and plot come back into the checkout; a bad file fails before any boot.
+
+Run by `make test` after the image is built (it boots the guest, so it is not in `make check`).
+"""
+import json
+import shutil
+import subprocess
+import uuid
+from pathlib import Path
+
+KIT = Path(__file__).resolve().parents[2]
+
+
+def spec_file(body):
+    name = f"vmhost-{uuid.uuid4().hex[:8]}"
+    folder = KIT / "results" / "vmhost-specs"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.toml"
+    path.write_text(f'name = "{name}"\nprofile = "wired"\n' + body)
+    return name, path
+
+
+def test_experiment_runs_headless_and_its_results_come_back():
+    name, spec = spec_file('[[flow]]\ncca = "cubic"\nduration = "3s"\n')
+    out = KIT / "results" / name
+    try:
+        r = subprocess.run([str(KIT / "vm/experiment.sh"), str(spec)],
+                           capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, r.stderr[-2000:]
+        lines = [ln.split(": ", 1)[1] for ln in r.stdout.splitlines()
+                 if ln.startswith("results: ")]
+        assert len(lines) == 1, r.stdout[-2000:]
+        run_dir = KIT / lines[0]
+        assert run_dir.parent == out, run_dir
+        man = json.loads((run_dir / "manifest.json").read_text())
+        assert man["status"] == "complete" and man["kernel"], man.get("error")
+        iperf = (run_dir / "iperf.csv").read_text().splitlines()
+        assert len(iperf) > 3, iperf
+        png = run_dir / "timeseries.png"
+        assert png.stat().st_size > 10_000 and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    finally:
+        spec.unlink()
+        shutil.rmtree(out, ignore_errors=True)
+
+
+def test_bad_experiment_file_fails_before_booting():
+    name, spec = spec_file('[[flow]]\ncca = "cubic"\nduration = "3s"\nspeed = "fast"\n')
+    try:
+        r = subprocess.run([str(KIT / "vm/experiment.sh"), str(spec)],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 2, (r.returncode, r.stderr[-2000:])
+        assert "speed" in r.stderr and "booted" not in r.stderr, r.stderr[-2000:]
+        assert not (KIT / "results" / name).exists()
+    finally:
+        spec.unlink()
