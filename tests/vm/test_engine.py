@@ -126,6 +126,15 @@ def test_wired(tmp_path):
     flow_ss = ss[(ss.flow == 1) & (ss.t > 3) & (ss.t < 8)]
     assert len(flow_ss) >= 20 * 5 * 0.8, "socket sampling below 20 Hz"
     assert flow_ss.cwnd.notna().all() and flow_ss.rtt_ms.notna().all()
+    for col in ("ssthresh", "min_rtt_ms", "pacing_rate_bps", "delivery_rate_bps"):
+        assert flow_ss[col].notna().any(), f"ss never reported {col}"
+    # ping under load: the queue the flow builds (1 BDP of buffer) shows in the RTT
+    ping = results.load(d, "ping")
+    loaded = ping[(ping.t > 5) & (ping.t < 9)].rtt_ms.dropna()
+    print(f"ping under load: median {loaded.median():.1f} ms over {len(loaded)} pings")
+    assert len(loaded) >= 20 and loaded.median() > idle_rtt(d, 1.9) + 5
+    # provenance
+    assert man["seed"] == 1 and man["start"] and man["end"] and man["spec"] and man["modules"]
     q = results.load(d, "qdisc")
     assert len(q[(q.dev == "cc-r1-core") & (q.kind == "netem")]) >= 10 * 9 * 0.8
     probe = results.load(d, "probe")
