@@ -17,7 +17,6 @@ netem would drop ARP like any other packet.
 
 from __future__ import annotations
 
-import json
 import math
 import subprocess
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from .profiles import MTU, Profile, Reconfigure
 PREFIX = "cc-"
 R1, R2 = "cc-r1", "cc-r2"
 CORE1, CORE2 = "cc-r1-core", "cc-r2-core"
+CORE1_ADDR, CORE2_ADDR = "10.255.0.1", "10.255.0.2"      # the routers' /30 core link
 MiB = 1 << 20
 
 
@@ -145,8 +145,8 @@ def plan(experiment) -> list[tuple[str, list[str]]]:
     cmds: list[tuple[str, list[str]]] = []
     ccas = default_ccas(experiment)
     # addresses and routes
-    cmds += [(R1, ["ip", "addr", "add", "10.255.0.1/30", "dev", CORE1]),
-             (R2, ["ip", "addr", "add", "10.255.0.2/30", "dev", CORE2])]
+    cmds += [(R1, ["ip", "addr", "add", f"{CORE1_ADDR}/30", "dev", CORE1]),
+             (R2, ["ip", "addr", "add", f"{CORE2_ADDR}/30", "dev", CORE2])]
     for h in hosts(p):
         r = R1 if h.startswith("cc-s") else R2
         cmds.append((h, ["ip", "addr", "add", address(h) + "/24", "dev", host_dev(h)]))
@@ -156,8 +156,8 @@ def plan(experiment) -> list[tuple[str, list[str]]]:
         cmds.append((node, ["ip", "link", "set", "dev", "lo", "up"]))
     for h in hosts(p):
         cmds.append((h, ["ip", "route", "add", "default", "via", gateway(h)]))
-    cmds += [(R1, ["ip", "route", "add", "10.1.0.0/16", "via", "10.255.0.2"]),
-             (R2, ["ip", "route", "add", "10.0.0.0/16", "via", "10.255.0.1"])]
+    cmds += [(R1, ["ip", "route", "add", "10.1.0.0/16", "via", CORE2_ADDR]),
+             (R2, ["ip", "route", "add", "10.0.0.0/16", "via", CORE1_ADDR])]
     # sysctls
     for r in (R1, R2):
         cmds.append((r, ["sysctl", "-qw", "net.ipv4.ip_forward=1"]))
@@ -195,7 +195,7 @@ class End:
 
 def links(profile: Profile) -> list[tuple[End, End]]:
     """Every link's two ends: the routers' core link, then each host with its router."""
-    out = [(End(R1, CORE1, "10.255.0.1"), End(R2, CORE2, "10.255.0.2"))]
+    out = [(End(R1, CORE1, CORE1_ADDR), End(R2, CORE2, CORE2_ADDR))]
     for h in hosts(profile):
         r = R1 if h.startswith("cc-s") else R2
         out.append((End(h, host_dev(h), address(h)), End(r, router_dev(h), gateway(h))))
