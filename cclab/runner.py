@@ -31,6 +31,11 @@ from . import dynamics, measure, netlink, results, state, tc, topo
 from .profiles import KIT_DIR
 from .spec import MODULE_EVENTS, Experiment, available_ccas
 
+# How long the cleanup waits, once every client has finished, for the iperf3 servers to receive
+# their clients' last control message and write their results (see _let_servers_finish).  A lost
+# message costs an RTO, doubling on each retry: from 0.2 s on the labs' 40 ms paths (8 s covers
+# five retries) and about 1 s on GEO's 600 ms path (three).  Servers that are done cost nothing.
+SERVER_GRACE_S = 8.0
 TOOLS = ("iperf3", "tc", "ss", "ip", "ethtool", "ping", "sysctl", "mnexec")
 
 
@@ -482,6 +487,7 @@ class Run:
         self.stopping.set()
         if self.dyn_thread is not None:
             self.dyn_thread.join(timeout=5)
+        self._let_servers_finish()
         for what, p in self.procs:
             if p.poll() is None and what.startswith(("iperf3 client", "tcpdump", "ping")):
                 p.send_signal(signal.SIGINT)       # iperf3 and tcpdump write what they have
@@ -523,6 +529,24 @@ class Run:
             self.errors.append(f"processes still in the run's namespaces: {left}")
         else:
             self.state.release()
+
+    def _let_servers_finish(self) -> None:
+        """An iperf3 server (-1) writes its JSON -- the receiver's intervals -- and exits once its
+        client's final control message arrives, which loss on the link can hold back by an RTO
+        or more after the client is done.  When every client has finished, wait up to
+        SERVER_GRACE_S for the servers; one still running then is killed by the cleanup, which
+        loses its intervals, so that is an error of the run."""
+        if not self._clients_done():
+            return                                 # interrupted or failed: no waiting
+        servers = [(what, p) for what, p in self.procs if what.startswith("iperf3 server")]
+        deadline = time.monotonic() + SERVER_GRACE_S
+        while any(p.poll() is None for _, p in servers) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        late = [what for what, p in servers if p.poll() is None]
+        if late:
+            self.errors.append(f"{', '.join(late)} still waiting for the client's last message "
+                               f"{SERVER_GRACE_S:g} s after every client finished; killed, so the "
+                               "receiver's intervals of those flows are lost (a longer `tail` helps)")
 
     def _tables(self) -> None:
         """Raw output -> CSV tables (whatever exists, also after an interruption)."""

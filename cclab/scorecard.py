@@ -1,11 +1,12 @@
 """The reproduction scorecard: each source document's headline figures next to what the kit
 measured in the lab VM, with a verdict.
 
+    make scorecard [MODE=quick|full] [LABS="lab1 lab3"]    (runs the labs in the VM, then this)
     python3 -m cclab.scorecard [--results results/scorecard] [--out docs/scorecard.md]
 
 Reads saved lab results -- the `submission/<lab>/` folders the lab notebooks write, kept as
-RESULTS/<mode>/<lab>/ (tests/vm/test_lab3.py and test_lab4.py keep theirs there with
-CCLAB_LAB34_KEEP=RESULTS) -- for mode quick and full, plus lab 5's live log
+RESULTS/<mode>/<lab>/ by `grading/run_master.py --keep RESULTS` (the VM tests keep theirs there
+with CCLAB_LABS_KEEP=RESULTS) -- for mode quick and full, plus lab 5's live log
 (RESULTS/<mode>/lab5/live.csv, or labs/lab5/live-example.csv, a live quick-mode run in the VM).
 Every number is recomputed from the runs' raw tables by the labs' own code (labs/kmodlab.py,
 labs/lab5/tuner_support.py); runs whose record or fidelity check fails are refused.  A mode with

@@ -12,7 +12,7 @@ Result:
     dist/<lab>/student/      the notebook for students: solutions and hidden tests stripped
     dist/<lab>/autograder/   the master with solutions, and <lab>-autograder_*.zip for grade.py
 The masters are not executed here (assign's run_tests is off in their config): they run
-experiments; the lab VM tests run them (labs 1-2: test_lab_notebooks.py; labs 3-4: test_lab3.py
+experiments; the lab VM tests run them (labs 1-2: test_lab1_2.py; labs 3-4: test_lab3.py
 and test_lab4.py; lab 5: test_lab5.py).
 """
 

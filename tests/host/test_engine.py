@@ -270,3 +270,45 @@ def test_cli_profiles_lists_every_profile():
 def test_cli_usage_errors_exit_2():
     assert cclab().returncode == 2
     assert cclab("frobnicate").returncode == 2
+
+
+def _run_with(procs, clients):
+    """A Run with real processes standing in for its iperf3 servers and clients."""
+    from cclab.runner import Run
+    from cclab import spec
+    exp = spec.from_dict({"profile": "wired", "flow": [{"cca": "cubic", "duration": "1s"}]}, "t")
+    r = Run(exp, 1, Path("/nonexistent"), "x")
+    r.procs = procs
+    r.clients = {i + 1: (p, 0.0) for i, p in enumerate(clients)}
+    return r
+
+
+def test_cleanup_waits_for_servers_then_reports_one_it_must_kill(monkeypatch):
+    from cclab import runner
+    monkeypatch.setattr(runner, "SERVER_GRACE_S", 1.5)
+    client = subprocess.Popen(["true"])
+    client.wait()
+    quick = subprocess.Popen(["sleep", "0.4"])          # finishes within the grace time
+    began = time.monotonic()
+    r = _run_with([("iperf3 server 1", quick), ("iperf3 client 1", client)], [client])
+    r._let_servers_finish()
+    assert quick.poll() == 0 and r.errors == [] and time.monotonic() - began < 1.4
+    stuck = subprocess.Popen(["sleep", "30"])
+    try:
+        r = _run_with([("iperf3 server 1", stuck), ("iperf3 client 1", client)], [client])
+        began = time.monotonic()
+        r._let_servers_finish()
+        assert 1.4 < time.monotonic() - began < 3
+        assert len(r.errors) == 1 and r.errors[0].startswith("iperf3 server 1 still waiting")
+        assert "intervals of those flows are lost" in r.errors[0]
+        # an interrupted run (a client still running) does not wait at all
+        running = subprocess.Popen(["sleep", "30"])
+        r = _run_with([("iperf3 server 1", stuck)], [running])
+        began = time.monotonic()
+        r._let_servers_finish()
+        assert r.errors == [] and time.monotonic() - began < 0.5
+        running.kill()
+        running.wait()
+    finally:
+        stuck.kill()
+        stuck.wait()

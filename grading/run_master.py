@@ -1,0 +1,188 @@
+"""Run lab master notebooks headless, as a student would in the lab VM, and keep their results.
+
+    python3 grading/run_master.py lab1 [lab2 ...] [--mode quick|full] [--keep results/scorecard]
+                                  [--timeout SEC]
+
+Each master (notebooks/<lab>.ipynb, with its answers and hidden tests) runs in a scratch folder
+with the support files the student version ships with (grading/build.py's SUPPORT, without the
+autograder's engine zip: the kit is on hand here).  The notebook runs its experiments for real
+in the chosen mode, its own public and hidden test cells check them, and a failing cell stops
+the run.  The progress of the run (cell by cell, with the time taken) goes to standard error.
+
+With --keep DIR, a lab that ran to the end is kept as DIR/<mode>/<lab>/ (the results the
+notebook saved into submission/<lab>/) and DIR/<mode>/<lab>.ipynb (the executed notebook).  It
+replaces an earlier run of that lab and mode only once complete; a failed run keeps nothing.
+`python3 -m cclab.scorecard` reads DIR; instructors take reference bands from such runs.
+
+Needs root (the labs build network namespaces): run it inside the lab VM, e.g. through
+vm/run.sh, or `make scorecard`.  Exit status: 0 all labs passed, 1 a lab failed, 2 bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+KIT = Path(__file__).resolve().parents[1]
+if str(KIT) not in sys.path:
+    sys.path.insert(0, str(KIT))
+
+from grading.build import ENGINE, SUPPORT  # noqa: E402
+
+MODES = ("quick", "full")
+REAL_MARK = "results look real"      # what labs 1-4's own record check prints when it passes
+# What a finished run has saved in submission/<lab>/: labs 1-4 a record of their experiment runs
+# (checked by the notebook, which prints REAL_MARK), lab 5 the log of its live connections.
+SAVED = {"lab5": "live.csv"}
+
+
+class LabFailed(RuntimeError):
+    """The master did not run to the end, or its results did not pass its own checks."""
+
+
+def _say(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def prepare(lab: str, work: Path) -> Path:
+    """Copy the master and its support files into `work`; returns the notebook's path."""
+    shutil.copy(KIT / "notebooks" / f"{lab}.ipynb", work)
+    for src, name in SUPPORT[lab]:
+        if src != ENGINE:
+            shutil.copy(KIT / src, work / name)
+    return work / f"{lab}.ipynb"
+
+
+def execute(lab: str, work: Path, mode: str, timeout: int = 900, export: bool = False):
+    """Run the master prepared in `work` in `mode`; returns (executed notebook, seconds).
+
+    The export cell (otter's zip for students) is left out unless `export`.  Raises LabFailed
+    with the failing cell's error, or when the run's own record check did not pass."""
+    import nbformat
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError
+
+    nb = nbformat.read(work / f"{lab}.ipynb", as_version=4)
+    if not export:
+        nb.cells = [c for c in nb.cells if "grader.export" not in c.source]
+    env = {"CCLAB_MODE": mode, "CCLAB_KIT": str(KIT), "MPLBACKEND": "Agg"}
+    saved = {k: os.environ.get(k) for k in (*env, "CCLAB_REPLAY", "CCLAB_QUICK")}
+    os.environ.update(env)
+    os.environ.pop("CCLAB_REPLAY", None)
+    os.environ.pop("CCLAB_QUICK", None)
+    code = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"]
+    began = time.monotonic()
+    last = [began]
+
+    def done(cell, cell_index, **_):
+        now = time.monotonic()
+        n = code.index(cell_index) + 1 if cell_index in code else 0
+        if now - last[0] >= 5 or n == len(code):          # slow cells only, and the last one
+            _say(f"[{lab}] cell {n}/{len(code)} done ({now - last[0]:.0f} s; {now - began:.0f} s in all)")
+        last[0] = now
+
+    client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
+                            resources={"metadata": {"path": str(work)}})
+    client.on_cell_executed = done
+    try:
+        client.execute()
+    except CellExecutionError as e:
+        where = next((code.index(i) + 1 for i, c in enumerate(nb.cells)
+                      if i in code and any(o.get("output_type") == "error" for o in c.get("outputs", []))), "?")
+        raise LabFailed(f"{lab}: code cell {where} failed: {e.ename}: {e.evalue}".strip()) from None
+    except Exception as e:                                  # a dead kernel, a timeout
+        raise LabFailed(f"{lab}: the notebook stopped: {type(e).__name__}: {e}".splitlines()[0]) from None
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    took = time.monotonic() - began
+    text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code"
+                   for o in c.get("outputs", []))
+    saved_file = SAVED.get(lab, "record.json")
+    if saved_file == "record.json" and REAL_MARK not in text:
+        raise LabFailed(f"{lab}: the run's own record check did not print '{REAL_MARK}'")
+    if not (work / "submission" / lab / saved_file).is_file():
+        raise LabFailed(f"{lab}: the run saved no submission/{lab}/{saved_file}")
+    nbformat.write(nb, work / f"{lab}.ipynb")
+    return nb, took
+
+
+def keep(lab: str, work: Path, mode: str, dest: Path) -> Path:
+    """Move a finished run's results to dest/<mode>/<lab>/ (replacing an older run only once
+    the new one is in place) and its executed notebook beside them."""
+    base = dest / mode
+    base.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{lab}-", dir=base))
+    try:
+        shutil.copytree(work / "submission" / lab, staging / lab)
+        shutil.copy(work / f"{lab}.ipynb", staging / f"{lab}.ipynb")
+        old = base / f".{lab}-old"
+        shutil.rmtree(old, ignore_errors=True)
+        if (base / lab).exists():
+            (base / lab).rename(old)
+        (staging / lab).rename(base / lab)
+        (staging / f"{lab}.ipynb").replace(base / f"{lab}.ipynb")
+        shutil.rmtree(old, ignore_errors=True)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return base / lab
+
+
+def run(lab: str, mode: str, keep_dir: Path | None = None, timeout: int = 900,
+        work: Path | None = None):
+    """prepare + execute (+ keep); returns (work folder, executed notebook, seconds)."""
+    own = work is None
+    work = Path(tempfile.mkdtemp(prefix=f"cclab-{lab}-")) if own else work
+    try:
+        prepare(lab, work)
+        nb, took = execute(lab, work, mode, timeout)
+        if keep_dir is not None:
+            keep(lab, work, mode, keep_dir)
+        return work, nb, took
+    finally:
+        if own:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description="run lab master notebooks headless and keep their results")
+    ap.add_argument("labs", nargs="+", metavar="LAB", help=f"one or more of {', '.join(SUPPORT)}")
+    ap.add_argument("--mode", default="quick", choices=MODES)
+    ap.add_argument("--keep", metavar="DIR", help="keep each finished run in DIR/<mode>/<lab>/")
+    ap.add_argument("--timeout", type=int, default=1800, help="seconds per cell (default 1800)")
+    a = ap.parse_args(argv)
+    bad = [lab for lab in a.labs if lab not in SUPPORT]
+    if bad:
+        print(f"run_master: unknown lab {bad[0]} (labs: {', '.join(SUPPORT)})", file=sys.stderr)
+        return 2
+    if a.timeout <= 0:
+        print("run_master: --timeout must be a positive number of seconds", file=sys.stderr)
+        return 2
+    if os.geteuid() != 0:
+        print("run_master: the labs need root (network namespaces): run it in the lab VM "
+              "(vm/run.sh -- python3 grading/run_master.py ...)", file=sys.stderr)
+        return 2
+    failed = 0
+    for lab in a.labs:
+        _say(f"[{lab}] running the master in {a.mode} mode")
+        try:
+            _, _, took = run(lab, a.mode, Path(a.keep) if a.keep else None, a.timeout)
+        except LabFailed as e:
+            print(f"run_master: {e}", file=sys.stderr)
+            failed += 1
+            continue
+        where = f"; kept in {Path(a.keep) / a.mode / lab}" if a.keep else ""
+        print(f"{lab}: passed its public and hidden tests in {a.mode} mode in {took:.0f} s{where}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,65 @@
+"""grading/run_master.py on the host: its usage errors, and how it keeps a finished run (the
+masters themselves run in the lab VM: tests/vm/test_lab*.py)."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+KIT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(KIT))
+
+from grading import run_master as rm  # noqa: E402
+
+
+def cli(*args):
+    return subprocess.run([sys.executable, str(KIT / "grading" / "run_master.py"), *args],
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_unknown_lab_is_one_line_and_exit_2():
+    p = cli("lab9")
+    assert p.returncode == 2 and p.stderr.strip().count("\n") == 0
+    assert "unknown lab lab9" in p.stderr
+
+
+def test_bad_mode_and_timeout_exit_2():
+    assert cli("lab1", "--mode", "slow").returncode == 2
+    p = cli("lab1", "--timeout", "0")
+    assert p.returncode == 2 and "--timeout" in p.stderr
+
+
+def test_prepare_copies_the_master_and_the_student_support_files(tmp_path):
+    rm.prepare("lab3", tmp_path)
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["kmodlab.py", "lab3.ipynb", "labkit.py"]
+    (tmp_path / "x").mkdir()
+    rm.prepare("lab1", tmp_path / "x")
+    assert (tmp_path / "x" / "reference-lab1.csv").is_file()
+
+
+def _finished(work: Path, lab: str, marker: str) -> None:
+    (work / "submission" / lab).mkdir(parents=True)
+    (work / "submission" / lab / "record.json").write_text(marker)
+    (work / f"{lab}.ipynb").write_text("{}")
+
+
+def test_keep_replaces_an_older_run_and_leaves_no_staging(tmp_path):
+    keep = tmp_path / "keep"
+    for n in ("1", "2"):
+        work = tmp_path / f"work{n}"
+        _finished(work, "lab1", n)
+        rm.keep("lab1", work, "quick", keep)
+    assert (keep / "quick" / "lab1" / "record.json").read_text() == "2"
+    assert sorted(x.name for x in (keep / "quick").iterdir()) == ["lab1", "lab1.ipynb"]
+
+
+def test_keep_of_an_incomplete_run_fails_and_keeps_the_old_one(tmp_path):
+    keep = tmp_path / "keep"
+    _finished(tmp_path / "good", "lab1", "good")
+    rm.keep("lab1", tmp_path / "good", "quick", keep)
+    (tmp_path / "bad").mkdir()                               # no submission folder at all
+    with pytest.raises(FileNotFoundError):
+        rm.keep("lab1", tmp_path / "bad", "quick", keep)
+    assert (keep / "quick" / "lab1" / "record.json").read_text() == "good"
+    assert sorted(x.name for x in (keep / "quick").iterdir()) == ["lab1", "lab1.ipynb"]
