@@ -38,5 +38,8 @@ cd /kit 2>/dev/null || cd /
 bash /run/cclab-ctl/cmd </dev/null >/dev/console 2>&1
 echo $? > /run/cclab-ctl/rc
 sync
+# Power off.  The waiting process starts before the request: once the power-off is under way,
+# starting a program can fail (its disk is already shut down), and PID 1 must never exit.
+sleep 60 &
 echo o > /proc/sysrq-trigger
-sleep 10
+while :; do wait; done

@@ -9,13 +9,22 @@ need() {
 
 cache_dir() { printf "%s\n" "${CCLAB_VM_CACHE:-${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/cclab-vm}"; }
 
-# Hash of the listed files' paths and contents, build artifacts excluded.
+# Hash of the listed files' paths and contents, build artifacts excluded: in a git checkout the
+# files git does not ignore (tracked or new), so `make check` rebuilding kmod/test/harness does not
+# change the image; elsewhere every file but the usual build outputs.
 _hash_tree() {
   local kit=$1; shift
-  (cd "$kit" && find "$@" -type f ! -name '*.o' ! -name '*.ko' ! -name '*.mod*' ! -name '.*.cmd' \
+  (cd "$kit" && _tree_files "$@" | LC_ALL=C sort -u \
+    | while read -r f; do [ -f "$f" ] || continue; printf '%s\n' "$f"; cat "$f"; done) | sha256sum | cut -c1-16
+}
+_tree_files() {
+  if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+    git ls-files --cached --others --exclude-standard -- "$@"
+  else
+    find "$@" -type f ! -name '*.o' ! -name '*.ko' ! -name '*.mod*' ! -name '.*.cmd' \
       ! -name 'Module.symvers' ! -name 'modules.order' ! -path '*/test/build/*' \
-      ! -path '*/__pycache__/*' ! -name '*.pyc' 2>/dev/null | LC_ALL=C sort \
-    | while read -r f; do printf '%s\n' "$f"; cat "$f"; done) | sha256sum | cut -c1-16
+      ! -path '*/test/harness' ! -path '*/__pycache__/*' ! -name '*.pyc' 2>/dev/null
+  fi
 }
 
 # Everything that goes into the rootfs apart from the kit's kernel modules.
