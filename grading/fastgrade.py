@@ -25,11 +25,9 @@ from __future__ import annotations
 import json
 import os
 import resource
-import shutil
 import signal
 import sys
 import time
-import traceback
 import zipfile
 from pathlib import Path
 
@@ -48,7 +46,6 @@ def preload() -> None:
     df = pd.read_csv(io.StringIO("k,t,v,s\na,0.1,1,x\na,0.2,2,x\nb,0.1,3,y\n"))
     g = df.groupby(["k", "s"]).agg(v=("v", "sum"), t=("t", "min"), e=("t", "max")).reset_index()
     g.merge(df, on=["k", "s"], how="left").groupby("k")["v_x"].median()
-    df[df["k"].isin(["a"])].sort_values("t")["v"].map(float).unstack() if False else None
     pd.Series({("a", "b"): 1.0}).unstack(0)
     pd.DataFrame({"x": [1.0]}, index=["r"])
     np.arange(0, 1, 0.1)

@@ -250,7 +250,7 @@ def _read_results(r: Result, data: dict) -> None:
             if tc.get("hidden"):
                 continue                 # hidden tests: no details for the student
             lines.append(f"  {'passed' if ok else 'FAILED'}: {tc.get('name', '')}"
-                         + (f"\n    " + msg.replace("\n", "\n    ") if msg and not ok else ""))
+                         + ("\n    " + msg.replace("\n", "\n    ") if msg and not ok else ""))
     r.feedback = "\n".join(lines)
 
 
