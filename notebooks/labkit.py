@@ -719,10 +719,10 @@ def load_fresh():
     return mod
 
 
-def outside_bands(lab: str, metric: str, values: pd.Series) -> list[str]:
+def outside_bands(lab: str, metric: str, values: pd.Series, root=None) -> list[str]:
     """Values (keyed by a name or a tuple of names) outside their reference band for the mode the
-    results were made in; keys without a band are not judged."""
-    m = run_modes(lab)
+    results (in root, like every reader here) were made in; keys without a band are not judged."""
+    m = run_modes(lab, root)
     out = []
     for k, v in values.items():
         key = "/".join(k) if isinstance(k, tuple) else str(k)
