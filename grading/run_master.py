@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -89,6 +90,11 @@ def execute(lab: str, work: Path, mode: str, timeout: int = 900, export: bool = 
     client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
                             resources={"metadata": {"path": str(work)}})
     client.on_cell_executed = done
+    kernel = {}
+
+    def started(**_):                   # the kernel's process, to tell how it ended if it dies
+        kernel["proc"] = getattr(getattr(client.km, "provisioner", None), "process", None)
+    client.on_notebook_start = started
     try:
         client.execute()
     except CellExecutionError as e:
@@ -96,7 +102,10 @@ def execute(lab: str, work: Path, mode: str, timeout: int = 900, export: bool = 
                       if i in code and any(o.get("output_type") == "error" for o in c.get("outputs", []))), "?")
         raise LabFailed(f"{lab}: code cell {where} failed: {e.ename}: {e.evalue}".strip()) from None
     except Exception as e:                                  # a dead kernel, a timeout
-        raise LabFailed(f"{lab}: the notebook stopped: {type(e).__name__}: {e}".splitlines()[0]) from None
+        cell = next((code.index(i) + 1 for i, c in enumerate(nb.cells)
+                     if i in code and c.get("execution_count") is None), "?")
+        raise LabFailed(f"{lab}: the notebook stopped in code cell {cell}: {type(e).__name__}: "
+                        f"{str(e).splitlines()[0] if str(e) else ''}{_ended(kernel.get('proc'))}") from None
     finally:
         for k, v in saved.items():
             if v is None:
@@ -113,6 +122,19 @@ def execute(lab: str, work: Path, mode: str, timeout: int = 900, export: bool = 
         raise LabFailed(f"{lab}: the run saved no submission/{lab}/{saved_file}")
     nbformat.write(nb, work / f"{lab}.ipynb")
     return nb, took
+
+
+def _ended(proc) -> str:
+    """How the notebook's kernel process ended, when it did: its exit status or signal."""
+    rc = proc.poll() if proc is not None else None
+    if rc is None:
+        return ""
+    if rc < 0:
+        try:
+            return f" (the kernel was killed by {signal.Signals(-rc).name})"
+        except ValueError:
+            return f" (the kernel was killed by signal {-rc})"
+    return f" (the kernel exited with status {rc})"
 
 
 def keep(lab: str, work: Path, mode: str, dest: Path) -> Path:

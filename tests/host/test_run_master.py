@@ -63,3 +63,15 @@ def test_keep_of_an_incomplete_run_fails_and_keeps_the_old_one(tmp_path):
         rm.keep("lab1", tmp_path / "bad", "quick", keep)
     assert (keep / "quick" / "lab1" / "record.json").read_text() == "good"
     assert sorted(x.name for x in (keep / "quick").iterdir()) == ["lab1", "lab1.ipynb"]
+
+
+def test_a_dead_kernel_is_reported_with_how_it_ended():
+    import signal
+    p = subprocess.Popen(["sleep", "30"])
+    assert rm._ended(p) == ""                             # still running: nothing to say
+    p.send_signal(signal.SIGHUP)
+    p.wait()
+    assert rm._ended(p) == " (the kernel was killed by SIGHUP)"
+    q = subprocess.Popen(["sh", "-c", "exit 3"])
+    q.wait()
+    assert rm._ended(q) == " (the kernel exited with status 3)" and rm._ended(None) == ""
