@@ -14,13 +14,13 @@ One run, in order:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import platform
 import shutil
 import signal
 import subprocess
-import sys
 import threading
 import time
 from contextlib import contextmanager
@@ -101,15 +101,37 @@ def allow(ccas) -> None:
             f.write(" ".join(allowed + missing))
 
 
+# Provenance that every run records but that rarely changes within one Python process (a lab
+# notebook runs many experiments): module files' hashes, modinfo's answers, tool versions.  Each
+# process start costs ~0.1 s under software emulation, and a run asked modinfo about every loaded
+# congestion control and qdisc.  Hashes are keyed by the file's size and modification time, so a
+# rebuilt module is hashed again.
+_hashes: dict[tuple, str] = {}
+_module_files: dict[str, str | None] = {}
+
+
 def sha256(path: str) -> str | None:
     try:
+        st = os.stat(path)
+        key = (path, st.st_size, st.st_mtime_ns, st.st_ino)
+        if key in _hashes:
+            return _hashes[key]
         h = hashlib.sha256()
         with open(path, "rb") as f:
             for chunk in iter(lambda: f.read(1 << 20), b""):
                 h.update(chunk)
-        return h.hexdigest()
+        _hashes[key] = h.hexdigest()
+        return _hashes[key]
     except OSError:
         return None
+
+
+def module_file(name: str) -> str | None:
+    """The file modprobe loads for module `name` (modinfo -n), remembered once found."""
+    if _module_files.get(name) is None:
+        r = subprocess.run(["modinfo", "-n", name], capture_output=True, text=True)
+        _module_files[name] = r.stdout.strip() if r.returncode == 0 and r.stdout.strip() else None
+    return _module_files[name]
 
 
 def module_record(cca: str, exp: Experiment | None = None) -> dict:
@@ -120,8 +142,7 @@ def module_record(cca: str, exp: Experiment | None = None) -> dict:
                 "loaded": os.path.isdir(f"/sys/module/{name}")}
     if not os.path.isdir(f"/sys/module/{name}") or not os.path.exists(f"/sys/module/{name}/refcnt"):
         return {"module": name, "file": "(built in)", "sha256": None, "loaded": True}
-    r = subprocess.run(["modinfo", "-n", name], capture_output=True, text=True)
-    path = r.stdout.strip() if r.returncode == 0 else None
+    path = module_file(name)
     return {"module": name, "file": path, "sha256": sha256(path) if path else None, "loaded": True}
 
 
@@ -135,8 +156,7 @@ def loaded_modules() -> list[dict]:
         names = []
     for n in sorted(names):
         if n.startswith(("tcp_", "sch_")):
-            r = subprocess.run(["modinfo", "-n", n], capture_output=True, text=True)
-            path = r.stdout.strip() if r.returncode == 0 else None
+            path = module_file(n)
             out.append({"module": n, "file": path, "sha256": sha256(path) if path else None})
     return out
 
@@ -151,7 +171,8 @@ def first_line(argv: list[str]) -> str | None:
         return None
 
 
-def tool_versions() -> dict:
+@functools.lru_cache(maxsize=1)
+def _tool_versions() -> tuple:
     v = {"python": platform.python_version(), "iperf3": first_line(["iperf3", "--version"]),
          "tc": first_line(["tc", "-V"]), "ss": first_line(["ss", "-V"]),
          "ethtool": first_line(["ethtool", "--version"])}
@@ -160,7 +181,12 @@ def tool_versions() -> dict:
         v["mininet"] = VERSION
     except ImportError:
         v["mininet"] = None
-    return v
+    return tuple(v.items())
+
+
+def tool_versions() -> dict:
+    """Versions of the tools a run uses (asked once per process: they do not change under it)."""
+    return dict(_tool_versions())
 
 
 def kit_commit() -> dict:

@@ -18,6 +18,8 @@ netem would drop ARP like any other packet.
 from __future__ import annotations
 
 import math
+import re
+import shlex
 import subprocess
 from dataclasses import dataclass
 
@@ -229,23 +231,72 @@ def neighbour_scripts(profile: Profile) -> dict[str, str]:
     return {node: "set -e\n" + "\n".join(lines) + "\n" for node, lines in out.items()}
 
 
+# Tools whose commands a node's script feeds through one process (`ip -batch -`, `tc -batch -`):
+# under software emulation every process start costs ~0.1 s, and a dumbbell's plan has dozens
+# of commands per router.
+BATCHED = ("ip", "tc")
+_PLAIN = re.compile(r"^[A-Za-z0-9_.:/@+%=,-]+$")     # a word a batch line can carry as it is
+
+
+def node_scripts(experiment) -> dict[str, str]:
+    """plan() and the neighbour entries as one shell script per node, in each node's plan order
+    (no command of one node depends on another node's).  Consecutive `ip` commands become one
+    `ip -batch`, consecutive `tc` commands one `tc -batch`, consecutive sysctls one `sysctl -qw`
+    with several settings; the first failure stops the script with the tool's error (a batch's
+    names the line it failed on)."""
+    per_node: dict[str, list[list[str]]] = {}
+    for node, argv in plan(experiment):
+        per_node.setdefault(node, []).append(argv)
+    checks = neighbour_scripts(experiment.link)
+    out = {}
+    for node, cmds in per_node.items():
+        lines, i = ["set -e"], 0
+        while i < len(cmds):
+            tool = cmds[i][0]
+            j = i
+            while j < len(cmds) and cmds[j][0] == tool and _groupable(cmds[j]):
+                j += 1
+            if j == i:                                  # not groupable: as it is
+                lines.append(shlex.join(cmds[i]))
+                i += 1
+            elif tool in BATCHED:
+                lines += [f"{tool} -batch - <<'CCLAB_PLAN'"] + [" ".join(c[1:]) for c in cmds[i:j]] + ["CCLAB_PLAN"]
+                i = j
+            else:                                       # sysctl -qw k=v ...
+                lines.append(shlex.join(["sysctl", "-qw"] + [c[2] for c in cmds[i:j]]))
+                i = j
+        out[node] = "\n".join(lines) + "\n" + checks.get(node, "").replace("set -e\n", "", 1)
+    for node, script in checks.items():
+        out.setdefault(node, script)
+    return out
+
+
+def _groupable(argv: list[str]) -> bool:
+    if argv[0] in BATCHED:
+        return len(argv) > 1 and not argv[1].startswith("-") and all(_PLAIN.match(a) for a in argv[1:])
+    return argv[0] == "sysctl" and len(argv) == 3 and argv[1] == "-qw"
+
+
 # ---------------------------------------------------------------- building it with Mininet
 
 class CommandFailed(RuntimeError):
     pass
 
 
-def run_in(node, argv: list[str], check: bool = True, timeout: float = 30) -> str:
-    """Run a command in a Mininet node's namespace; raise with its error output on failure."""
+def run_in(node, argv: list[str], check: bool = True, timeout: float = 30, what: str | None = None) -> str:
+    """Run a command in a Mininet node's namespace; raise with its error output on failure
+    (naming the command, or `what` it was doing)."""
+    what = what or " ".join(argv)
     p = node.popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         out, err = p.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         p.kill()
         out, err = p.communicate()
-        raise CommandFailed(f"{node.name}: {' '.join(argv)}: timed out") from None
+        raise CommandFailed(f"{node.name}: {what}: timed out") from None
     if check and p.returncode != 0:
-        raise CommandFailed(f"{node.name}: {' '.join(argv)}: {err.strip() or 'exit %d' % p.returncode}")
+        err = " / ".join(line.strip() for line in err.strip().splitlines() if line.strip())
+        raise CommandFailed(f"{node.name}: {what}: {err or 'exit %d' % p.returncode}")
     return out
 
 
@@ -293,14 +344,10 @@ class Network:
         for _a, _b, info in topo.links(sort=True, withInfo=True):
             self.net.addLink(**info)
         self.net.built = True
-        for node_name, argv in plan(self.experiment):
-            run_in(self.net[node_name], argv)
-        self._neighbours()
-
-    def _neighbours(self) -> None:
-        """No ARP during a run: each end of every link knows the other's MAC for good."""
-        for node_name, script in neighbour_scripts(self.experiment.link).items():
-            run_in(self.net[node_name], ["sh", "-c", script])
+        # plan() node by node, each node's commands and its neighbour entries (no ARP during a
+        # run: each end of every link knows the other's MAC for good) in one shell
+        for node_name, script in node_scripts(self.experiment).items():
+            run_in(self.net[node_name], ["sh", "-c", script], what="setting up the node")
 
     def node(self, name: str):
         return self.net[name]

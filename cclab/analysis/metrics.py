@@ -254,9 +254,9 @@ def _flow_metrics(run: RunData) -> pd.DataFrame:
         sf = ss[ss["flow"] == f] if len(ss) else ss
         segs = retr = math.nan
         if len(sf):
-            by_port = sf.groupby("local_port")
-            segs = float(by_port.apply(lambda g: _num(g, "data_segs_out").max()).sum(min_count=1))
-            retr = float(by_port.apply(lambda g: _num(g, "retrans_total").max()).sum(min_count=1))
+            # counters are cumulative per connection: each port's largest value, summed
+            segs = float(_num(sf, "data_segs_out").groupby(sf["local_port"]).max().sum(min_count=1))
+            retr = float(_num(sf, "retrans_total").groupby(sf["local_port"]).max().sum(min_count=1))
         iperf_retr = info.get("retransmits", math.nan)
         if iperf_retr is not None and math.isfinite(float(iperf_retr)):
             retr = float(iperf_retr)

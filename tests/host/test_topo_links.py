@@ -2,6 +2,7 @@
 of each (no ARP on lossy links), as pure data: they must match the addresses and interfaces the
 plan configures."""
 import re
+import subprocess
 
 from cclab import topo
 from cclab.spec import Experiment, Flow
@@ -86,3 +87,74 @@ def test_ping_path_is_covered_hop_by_hop():
     c, s = topo.client(1), topo.server(1)
     assert {(c, topo.gateway(c)), (topo.R2, "10.255.0.1"), (topo.R1, topo.address(s)),
             (s, topo.gateway(s)), (topo.R1, "10.255.0.2"), (topo.R2, topo.address(c))} <= entries
+
+
+FAKE = r'''#!/bin/sh
+# stands in for {tool}: logs each command it is given, one line each (batch lines from stdin)
+tool={tool}
+if [ "$tool" = ip ] && [ "$1" = -br ]; then cat "$MACS/$5"; exit 0; fi
+if [ "$1" = -batch ]; then
+  while IFS= read -r line; do
+    case "$line" in *fail-here*) echo "Command failed -:1" >&2; exit 2 ;; esac
+    echo "$tool $line" >> "$LOG"
+  done
+  exit 0
+fi
+if [ "$tool" = sysctl ]; then shift; for kv in "$@"; do echo "sysctl -qw $kv" >> "$LOG"; done; exit 0; fi
+echo "$tool $*" >> "$LOG"
+'''
+
+
+def run_scripts(tmp_path, e, scripts):
+    """Run node_scripts' shell scripts with logging stand-ins for ip, tc, sysctl and ethtool;
+    returns {node: [command lines, in the order they ran]} and each script's exit status."""
+    bin_ = tmp_path / "bin"
+    macs = tmp_path / "macs"
+    bin_.mkdir(parents=True)
+    macs.mkdir()
+    for tool in ("ip", "tc", "sysctl", "ethtool"):
+        (bin_ / tool).write_text(FAKE.replace("{tool}", tool))
+        (bin_ / tool).chmod(0o755)
+    for link in topo.links(e.link):
+        for end in link:
+            (macs / end.dev).write_text(f"{end.dev} UP {end.mac} <BROADCAST,UP>\n")
+    ran, status = {}, {}
+    for node, script in scripts.items():
+        log = tmp_path / f"{node}.log"
+        env = {"PATH": f"{bin_}:/usr/bin:/bin", "MACS": str(macs), "LOG": str(log)}
+        p = subprocess.run(["sh", "-c", script], env=env, capture_output=True, text=True, timeout=30)
+        status[node] = (p.returncode, p.stderr)
+        ran[node] = log.read_text().splitlines() if log.exists() else []
+    return ran, status
+
+
+def test_node_scripts_run_each_nodes_plan_in_order_then_its_neighbour_entries(tmp_path):
+    for pairs in (1, 3):
+        e = experiment(pairs)
+        ran, status = run_scripts(tmp_path / str(pairs), e, topo.node_scripts(e))
+        assert all(rc == 0 for rc, _ in status.values()), status
+        want = {}
+        for node, argv in topo.plan(e) + topo.neighbour_plan(e.link):
+            want.setdefault(node, []).append(" ".join(argv))
+        assert ran == want
+        # batched: far fewer processes than commands
+        scripts = topo.node_scripts(e)
+        assert all(s.count("ip -batch") <= 3 for s in scripts.values())
+
+
+def test_a_failing_command_stops_its_nodes_script(tmp_path):
+    e = experiment(1)
+    scripts = topo.node_scripts(e)
+    node = "cc-r1"
+    broken = scripts[node].replace("link set dev lo up", "link set dev fail-here up", 1)
+    ran, status = run_scripts(tmp_path, e, {node: broken})
+    rc, err = status[node]
+    assert rc != 0 and "Command failed" in err
+    assert not any(line.startswith(("sysctl", "tc ", "ethtool")) for line in ran[node])
+
+
+def test_words_a_batch_line_cannot_carry_stay_plain_commands():
+    assert topo._groupable(["ip", "link", "set", "dev", "x", "up"])
+    assert not topo._groupable(["ip", "-j", "link"])
+    assert not topo._groupable(["tc", "qdisc", "add", "dev", "x", "root", "netem", "delay", "1 ms"])
+    assert not topo._groupable(["sysctl", "-w", "a=b"])
