@@ -28,9 +28,8 @@ vm-image:
 
 vm-test: vm-image
 	$(PYTHON) -m pytest -v -p no:cacheprovider tests/vmhost
-	vm/run.sh --timeout $(VM_TIMEOUT) -- sh -c 'python3 -m pytest -v -p no:cacheprovider tests/vm; \
-	  rc=$$?; echo "[vm] guest memory at the end:"; free -m; \
-	  dmesg | grep -iE "out of memory|oom-kill|killed process|segfault|traps:|general protection|soft lockup|Oops|BUG:|RIP:" || true; exit $$rc'
+	vm/run.sh --timeout $(VM_TIMEOUT) -- sh -c 'vm/guest-diag.sh start; \
+	  python3 -m pytest -v -p no:cacheprovider tests/vm; rc=$$?; vm/guest-diag.sh report; exit $$rc'
 
 test: check kmod-build vm-test
 
