@@ -37,9 +37,9 @@ def iperf_server(port: int, interval: float) -> list[str]:
     return ["iperf3", "-s", "-1", "-J", "-p", str(port), "-i", f"{interval:g}"]
 
 
-def iperf_client(f: Flow, dst: str, port: int, interval: float) -> list[str]:
+def iperf_client(f: Flow, dst: str, port: int, interval: float, connect_timeout: float = 5.0) -> list[str]:
     argv = ["iperf3", "-c", dst, "-p", str(port), "-J", "-i", f"{interval:g}",
-            "-P", str(f.streams), "--connect-timeout", "5000"]
+            "-P", str(f.streams), "--connect-timeout", str(int(connect_timeout * 1000))]
     argv += ["-n", str(f.bytes)] if f.bytes is not None else ["-t", f"{f.duration:g}"]
     if f.protocol == "udp":
         argv += ["-u", "-b", str(int(f.rate))]

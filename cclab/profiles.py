@@ -252,6 +252,16 @@ class Profile:
     def base_rtt(self) -> float:
         return sum(d.delay for d in self.directions().values())
 
+    @property
+    def worst_rtt(self) -> float:
+        """The base RTT plus the time to drain a full buffer in the slower-draining direction:
+        how long a packet (a SYN, a control message) can take to cross a saturated path once."""
+        drain = 0.0
+        for d in self.directions().values():
+            if d.rate:
+                drain = max(drain, d.buffer_packets(self.base_rtt) * MTU * 8 / d.rate)
+        return self.base_rtt + drain
+
     def to_dict(self) -> dict:
         d = asdict(self)
         if self.dynamics is not None:

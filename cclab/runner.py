@@ -36,6 +36,12 @@ from .spec import MODULE_EVENTS, Experiment, available_ccas
 # message costs an RTO, doubling on each retry: from 0.2 s on the labs' 40 ms paths (8 s covers
 # five retries) and about 1 s on GEO's 600 ms path (three).  Servers that are done cost nothing.
 SERVER_GRACE_S = 8.0
+# iperf3's connection timeout (s), for the control and data connections.  On a path whose queue
+# is full a SYN waits for the queue to drain, or is dropped and sent again 1 s, 3 s, 7 s later: a
+# saturated GEO path (600 ms, an 8-BDP queue draining for 4.8 s) needs more than the default.
+# Both limits grow to SLOW_PATH_RTTS times the path's worst RTT (Profile.worst_rtt).
+CONNECT_TIMEOUT_S = 5.0
+SLOW_PATH_RTTS = 3
 TOOLS = ("iperf3", "tc", "ss", "ip", "ethtool", "ping", "sysctl", "mnexec")
 
 
@@ -437,7 +443,8 @@ class Run:
         out = open(self.raw / f"iperf-{i + 1}.json", "w")
         t = self.now()
         p = self.popen(self.net.node(sender), measure.iperf_client(
-            f, topo.address(receiver), exp.port(i), exp.measure.iperf_interval),
+            f, topo.address(receiver), exp.port(i), exp.measure.iperf_interval,
+            connect_timeout=max(CONNECT_TIMEOUT_S, SLOW_PATH_RTTS * exp.link.worst_rtt)),
             f"iperf3 client {i + 1}", stdout=out)
         out.close()
         self.clients[i + 1] = (p, t)
@@ -564,14 +571,19 @@ class Run:
         loses its intervals, so that is an error of the run."""
         if not self._clients_done():
             return                                 # interrupted or failed: no waiting
-        servers = [(what, p) for what, p in self.procs if what.startswith("iperf3 server")]
-        deadline = time.monotonic() + SERVER_GRACE_S
+        # a server whose client failed never hears from it: no waiting for that one (the
+        # client's failure is the run's error)
+        ok = {i for i, (p, _) in self.clients.items() if p.returncode == 0}
+        servers = [(what, p) for what, p in self.procs
+                   if what.startswith("iperf3 server") and int(what.rsplit(" ", 1)[1]) in ok]
+        grace = max(SERVER_GRACE_S, SLOW_PATH_RTTS * self.exp.link.worst_rtt)
+        deadline = time.monotonic() + grace
         while any(p.poll() is None for _, p in servers) and time.monotonic() < deadline:
             time.sleep(0.05)
         late = [what for what, p in servers if p.poll() is None]
         if late:
             self.errors.append(f"{', '.join(late)} still waiting for the client's last message "
-                               f"{SERVER_GRACE_S:g} s after every client finished; killed, so the "
+                               f"{grace:.1f} s after every client finished; killed, so the "
                                "receiver's intervals of those flows are lost (a longer `tail` helps)")
 
     def _tables(self) -> None:

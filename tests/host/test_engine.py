@@ -286,6 +286,7 @@ def _run_with(procs, clients):
 def test_cleanup_waits_for_servers_then_reports_one_it_must_kill(monkeypatch):
     from cclab import runner
     monkeypatch.setattr(runner, "SERVER_GRACE_S", 1.5)
+    monkeypatch.setattr(runner, "SLOW_PATH_RTTS", 0)      # the grace time alone
     client = subprocess.Popen(["true"])
     client.wait()
     quick = subprocess.Popen(["sleep", "0.4"])          # finishes within the grace time
@@ -301,6 +302,13 @@ def test_cleanup_waits_for_servers_then_reports_one_it_must_kill(monkeypatch):
         assert 1.4 < time.monotonic() - began < 3
         assert len(r.errors) == 1 and r.errors[0].startswith("iperf3 server 1 still waiting")
         assert "intervals of those flows are lost" in r.errors[0]
+        # a server whose client failed is not waited for (the client's failure is the error)
+        failed = subprocess.Popen(["false"])
+        failed.wait()
+        r = _run_with([("iperf3 server 1", stuck), ("iperf3 client 1", failed)], [failed])
+        began = time.monotonic()
+        r._let_servers_finish()
+        assert r.errors == [] and time.monotonic() - began < 0.5
         # an interrupted run (a client still running) does not wait at all
         running = subprocess.Popen(["sleep", "30"])
         r = _run_with([("iperf3 server 1", stuck)], [running])
@@ -312,3 +320,16 @@ def test_cleanup_waits_for_servers_then_reports_one_it_must_kill(monkeypatch):
     finally:
         stuck.kill()
         stuck.wait()
+
+
+def test_slow_paths_get_longer_connection_timeouts():
+    from cclab import runner, spec
+    geo = spec.from_dict({"profile": "geo", "override": {"down": {"rate": "50mbit", "buffer": "8bdp"}},
+                          "flow": [{"cca": "cubic", "duration": "1s"}]}, "t")
+    # 600 ms of base RTT, then 8 BDP of queue draining at 50 Mbit/s: 4.8 s
+    assert geo.link.worst_rtt == pytest.approx(5.4, rel=0.01)
+    wired = spec.from_dict({"profile": "wired", "flow": [{"cca": "cubic", "duration": "1s"}]}, "t")
+    assert wired.link.worst_rtt < 0.2
+    argv = measure.iperf_client(geo.flows[0], "10.1.1.2", 5201, 0.5,
+                                connect_timeout=max(runner.CONNECT_TIMEOUT_S, runner.SLOW_PATH_RTTS * geo.link.worst_rtt))
+    assert argv[argv.index("--connect-timeout") + 1] == "16200"
