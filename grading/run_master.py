@@ -94,7 +94,11 @@ def execute(lab: str, work: Path, mode: str, timeout: int = 900, export: bool = 
 
     def started(**_):                   # the kernel's process, to tell how it ended if it dies
         kernel["proc"] = getattr(getattr(client.km, "provisioner", None), "process", None)
+
+    def cell_started(cell_index, **_):
+        kernel["cell"] = code.index(cell_index) + 1 if cell_index in code else "?"
     client.on_notebook_start = started
+    client.on_cell_start = cell_started
     try:
         client.execute()
     except CellExecutionError as e:
@@ -102,9 +106,7 @@ def execute(lab: str, work: Path, mode: str, timeout: int = 900, export: bool = 
                       if i in code and any(o.get("output_type") == "error" for o in c.get("outputs", []))), "?")
         raise LabFailed(f"{lab}: code cell {where} failed: {e.ename}: {e.evalue}".strip()) from None
     except Exception as e:                                  # a dead kernel, a timeout
-        cell = next((code.index(i) + 1 for i, c in enumerate(nb.cells)
-                     if i in code and c.get("execution_count") is None), "?")
-        raise LabFailed(f"{lab}: the notebook stopped in code cell {cell}: {type(e).__name__}: "
+        raise LabFailed(f"{lab}: the notebook stopped in code cell {kernel.get('cell', '?')}: {type(e).__name__}: "
                         f"{str(e).splitlines()[0] if str(e) else ''}{_ended(kernel.get('proc'))}") from None
     finally:
         for k, v in saved.items():
