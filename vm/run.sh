@@ -73,7 +73,10 @@ if [ "$accel" = auto ]; then
 fi
 case "$accel" in
   kvm) accel_opts=(-accel kvm -cpu host) ;;
-  tcg) accel_opts=(-accel tcg,thread=multi -cpu max) ;;
+  # No AVX2 under software emulation: QEMU 7.2's emulated AVX2 gather raised a general protection
+  # fault inside numpy's SIMD code (vgather*, _multiarray_umath), killing a lab notebook's kernel
+  # with SIGSEGV now and then, late in long sessions; without AVX2 numpy takes its SSE/AVX paths.
+  tcg) accel_opts=(-accel tcg,thread=multi -cpu max,avx2=off,avx512f=off) ;;
   *) die "CCLAB_VM_ACCEL must be auto, kvm or tcg, not $accel" ;;
 esac
 
