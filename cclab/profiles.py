@@ -262,6 +262,14 @@ class Profile:
                 drain = max(drain, d.buffer_packets(self.base_rtt) * MTU * 8 / d.rate)
         return self.base_rtt + drain
 
+    @property
+    def handshake_loss(self) -> float:
+        """The chance (0-1) that a SYN or its SYN-ACK is lost to the profile's random loss."""
+        keep = 1.0
+        for d in self.directions().values():
+            keep *= 1.0 - d.loss / 100.0
+        return 1.0 - keep
+
     def to_dict(self) -> dict:
         d = asdict(self)
         if self.dynamics is not None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import math
 import os
 import platform
 import shutil
@@ -42,6 +43,21 @@ SERVER_GRACE_S = 8.0
 # Both limits grow to SLOW_PATH_RTTS times the path's worst RTT (Profile.worst_rtt).
 CONNECT_TIMEOUT_S = 5.0
 SLOW_PATH_RTTS = 3
+# On a lossy path a handshake (or a last control message) may need several tries: Linux resends
+# a SYN after 1 s, then 2 s, 4 s, ... later.  The limits leave room for as many tries as make a
+# failure for want of them less likely than GIVE_UP_CHANCE (20 % loss: six tries, 31 s).
+GIVE_UP_CHANCE = 1e-4
+
+
+def patience(link) -> float:
+    """Seconds to wait for a connection or a server's last message on this path: enough for a
+    saturated queue (SLOW_PATH_RTTS worst RTTs) and for the SYN retries its loss calls for."""
+    wait = max(CONNECT_TIMEOUT_S, SLOW_PATH_RTTS * link.worst_rtt)
+    p = link.handshake_loss
+    if p > 0:
+        tries = math.ceil(math.log(GIVE_UP_CHANCE) / math.log(p)) if p < 1 else 1
+        wait = max(wait, float(2 ** (tries - 1) - 1) + link.worst_rtt)
+    return wait
 TOOLS = ("iperf3", "tc", "ss", "ip", "ethtool", "ping", "sysctl", "mnexec")
 
 
@@ -444,7 +460,7 @@ class Run:
         t = self.now()
         p = self.popen(self.net.node(sender), measure.iperf_client(
             f, topo.address(receiver), exp.port(i), exp.measure.iperf_interval,
-            connect_timeout=max(CONNECT_TIMEOUT_S, SLOW_PATH_RTTS * exp.link.worst_rtt)),
+            connect_timeout=patience(exp.link)),
             f"iperf3 client {i + 1}", stdout=out)
         out.close()
         self.clients[i + 1] = (p, t)
@@ -576,7 +592,7 @@ class Run:
         ok = {i for i, (p, _) in self.clients.items() if p.returncode == 0}
         servers = [(what, p) for what, p in self.procs
                    if what.startswith("iperf3 server") and int(what.rsplit(" ", 1)[1]) in ok]
-        grace = max(SERVER_GRACE_S, SLOW_PATH_RTTS * self.exp.link.worst_rtt)
+        grace = max(SERVER_GRACE_S, patience(self.exp.link))
         deadline = time.monotonic() + grace
         while any(p.poll() is None for _, p in servers) and time.monotonic() < deadline:
             time.sleep(0.05)

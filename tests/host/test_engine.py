@@ -286,7 +286,7 @@ def _run_with(procs, clients):
 def test_cleanup_waits_for_servers_then_reports_one_it_must_kill(monkeypatch):
     from cclab import runner
     monkeypatch.setattr(runner, "SERVER_GRACE_S", 1.5)
-    monkeypatch.setattr(runner, "SLOW_PATH_RTTS", 0)      # the grace time alone
+    monkeypatch.setattr(runner, "patience", lambda link: 0.0)     # the grace time alone
     client = subprocess.Popen(["true"])
     client.wait()
     quick = subprocess.Popen(["sleep", "0.4"])          # finishes within the grace time
@@ -330,6 +330,15 @@ def test_slow_paths_get_longer_connection_timeouts():
     assert geo.link.worst_rtt == pytest.approx(5.4, rel=0.01)
     wired = spec.from_dict({"profile": "wired", "flow": [{"cca": "cubic", "duration": "1s"}]}, "t")
     assert wired.link.worst_rtt < 0.2
-    argv = measure.iperf_client(geo.flows[0], "10.1.1.2", 5201, 0.5,
-                                connect_timeout=max(runner.CONNECT_TIMEOUT_S, runner.SLOW_PATH_RTTS * geo.link.worst_rtt))
-    assert argv[argv.index("--connect-timeout") + 1] == "16200"
+    assert geo.link.handshake_loss == 0
+    argv = measure.iperf_client(geo.flows[0], "10.1.1.2", 5201, 0.5, connect_timeout=runner.patience(geo.link))
+    assert argv[argv.index("--connect-timeout") + 1] == "16200"          # 3 x 5.4 s
+    assert runner.patience(wired.link) == runner.CONNECT_TIMEOUT_S
+    # 20 % loss on the data direction: six tries of a SYN (0.2^6 < 1e-4), sent at 0, 1, 3, 7, 15, 31 s
+    lossy = spec.from_dict({"profile": "wired", "override": {"down": {"loss": 20}},
+                            "flow": [{"cca": "cubic", "duration": "1s"}]}, "t")
+    assert lossy.link.handshake_loss == pytest.approx(0.2)
+    assert runner.patience(lossy.link) == pytest.approx(31 + lossy.link.worst_rtt)
+    two_pct = spec.from_dict({"profile": "wired", "override": {"down": {"loss": 2}},
+                              "flow": [{"cca": "cubic", "duration": "1s"}]}, "t")
+    assert runner.patience(two_pct.link) == runner.CONNECT_TIMEOUT_S       # three tries fit in 5 s
