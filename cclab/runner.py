@@ -41,6 +41,10 @@ SERVER_GRACE_S = 8.0
 # is full a SYN waits for the queue to drain, or is dropped and sent again 1 s, 3 s, 7 s later: a
 # saturated GEO path (600 ms, an 8-BDP queue draining for 4.8 s) needs more than the default.
 # Both limits grow to SLOW_PATH_RTTS times the path's worst RTT (Profile.worst_rtt).
+# A packet capture is stopped once its file has not grown for CAPTURE_SETTLE_S (tcpdump has
+# read what the kernel buffered), waiting at most CAPTURE_WAIT_S.
+CAPTURE_SETTLE_S = 0.5
+CAPTURE_WAIT_S = 10.0
 CONNECT_TIMEOUT_S = 5.0
 SLOW_PATH_RTTS = 3
 # On a lossy path a handshake (or a last control message) may need several tries: Linux resends
@@ -537,6 +541,7 @@ class Run:
         if self.dyn_thread is not None:
             self.dyn_thread.join(timeout=5)
         self._let_servers_finish()
+        self._let_captures_catch_up()
         for what, p in self.procs:
             if p.poll() is None and what.startswith(("iperf3 client", "tcpdump", "ping")):
                 p.send_signal(signal.SIGINT)       # iperf3 and tcpdump write what they have
@@ -601,6 +606,33 @@ class Run:
             self.errors.append(f"{', '.join(late)} still waiting for the client's last message "
                                f"{grace:.1f} s after every client finished; killed, so the "
                                "receiver's intervals of those flows are lost (a longer `tail` helps)")
+
+    def _let_captures_catch_up(self) -> None:
+        """tcpdump reads the kernel's capture buffer behind the traffic, the more so under
+        software emulation, and what it has not read when it is stopped is lost (a capture in
+        the VM ended 0.5 MB short of its flow).  Before stopping it, wait until each capture
+        file (written packet by packet, -U) has stopped growing for CAPTURE_SETTLE_S, at most
+        CAPTURE_WAIT_S."""
+        if not self._clients_done():
+            return                                 # interrupted: the traffic may still flow
+        files = [self.raw / f"capture-{what.split(' ', 1)[1]}.pcap" for what, p in self.procs
+                 if what.startswith("tcpdump") and p.poll() is None]
+        if not files:
+            return
+
+        def sizes():
+            return [f.stat().st_size if f.exists() else 0 for f in files]
+        deadline = time.monotonic() + CAPTURE_WAIT_S
+        last, still_since = sizes(), time.monotonic()
+        while time.monotonic() < deadline:
+            time.sleep(0.1)
+            now = sizes()
+            if now != last:
+                last, still_since = now, time.monotonic()
+            elif time.monotonic() - still_since >= CAPTURE_SETTLE_S:
+                return
+        self.warnings.append(f"packet capture still growing {CAPTURE_WAIT_S:g} s after the flows; "
+                             "it may miss the last packets")
 
     def _tables(self) -> None:
         """Raw output -> CSV tables (whatever exists, also after an interruption)."""

@@ -342,3 +342,36 @@ def test_slow_paths_get_longer_connection_timeouts():
     two_pct = spec.from_dict({"profile": "wired", "override": {"down": {"loss": 2}},
                               "flow": [{"cca": "cubic", "duration": "1s"}]}, "t")
     assert runner.patience(two_pct.link) == runner.CONNECT_TIMEOUT_S       # three tries fit in 5 s
+
+
+def test_cleanup_lets_a_capture_catch_up_before_stopping_it(tmp_path, monkeypatch):
+    from cclab import runner
+    monkeypatch.setattr(runner, "CAPTURE_WAIT_S", 3.0)
+    client = subprocess.Popen(["true"])
+    client.wait()
+    pcap = tmp_path / "raw" / "capture-cc-s1.pcap"
+    pcap.parent.mkdir()
+    # a tcpdump still writing what it had buffered for 1 s after the flows
+    writer = subprocess.Popen(["sh", "-c", f"for i in 1 2 3 4 5 6 7 8 9 10; do echo x >> {pcap}; "
+                                            "sleep 0.1; done; sleep 30"])
+    try:
+        r = _run_with([("tcpdump cc-s1", writer), ("iperf3 client 1", client)], [client])
+        r.raw = pcap.parent
+        began = time.monotonic()
+        r._let_captures_catch_up()
+        took = time.monotonic() - began
+        assert pcap.read_text().count("x") == 10 and 1.0 < took < 2.5 and r.warnings == []
+    finally:
+        writer.kill()
+        writer.wait()
+    # one that never stops growing: stopped after CAPTURE_WAIT_S with a warning
+    endless = subprocess.Popen(["sh", "-c", f"while :; do echo x >> {pcap}; sleep 0.05; done"])
+    try:
+        r = _run_with([("tcpdump cc-s1", endless), ("iperf3 client 1", client)], [client])
+        r.raw = pcap.parent
+        began = time.monotonic()
+        r._let_captures_catch_up()
+        assert 2.9 < time.monotonic() - began < 4 and "still growing" in r.warnings[0]
+    finally:
+        endless.kill()
+        endless.wait()
