@@ -41,10 +41,6 @@ SERVER_GRACE_S = 8.0
 # is full a SYN waits for the queue to drain, or is dropped and sent again 1 s, 3 s, 7 s later: a
 # saturated GEO path (600 ms, an 8-BDP queue draining for 4.8 s) needs more than the default.
 # Both limits grow to SLOW_PATH_RTTS times the path's worst RTT (Profile.worst_rtt).
-# A packet capture is stopped once its file has not grown for CAPTURE_SETTLE_S (tcpdump has
-# read what the kernel buffered), waiting at most CAPTURE_WAIT_S.
-CAPTURE_SETTLE_S = 0.5
-CAPTURE_WAIT_S = 10.0
 CONNECT_TIMEOUT_S = 5.0
 SLOW_PATH_RTTS = 3
 # On a lossy path a handshake (or a last control message) may need several tries: Linux resends
@@ -62,6 +58,12 @@ def patience(link) -> float:
         tries = math.ceil(math.log(GIVE_UP_CHANCE) / math.log(p)) if p < 1 else 1
         wait = max(wait, float(2 ** (tries - 1) - 1) + link.worst_rtt)
     return wait
+
+
+# A packet capture is stopped once its file has not grown for CAPTURE_SETTLE_S (tcpdump has
+# read what the kernel buffered), waiting at most CAPTURE_WAIT_S.
+CAPTURE_SETTLE_S = 0.5
+CAPTURE_WAIT_S = 10.0
 TOOLS = ("iperf3", "tc", "ss", "ip", "ethtool", "ping", "sysctl", "mnexec")
 
 

@@ -216,10 +216,9 @@ def neighbour_plan(profile: Profile) -> list[tuple[str, list[str]]]:
     return cmds
 
 
-def neighbour_scripts(profile: Profile) -> dict[str, str]:
-    """One shell script per node (a process per node, not per command: each costs a fork of
-    the engine's process): check that its interfaces have the MACs the links were made with,
-    then set its neighbour entries."""
+def neighbour_lines(profile: Profile) -> dict[str, list[str]]:
+    """Each node's shell lines (node_scripts() runs them after the node's plan): check that its
+    interfaces have the MACs the links were made with, then set its neighbour entries."""
     out: dict[str, list[str]] = {}
     for link in links(profile):
         for e in link:
@@ -228,7 +227,7 @@ def neighbour_scripts(profile: Profile) -> dict[str, str]:
                 f"{{ echo '{e.dev}: MAC is not {e.mac}' >&2; exit 1; }}")
     for node, argv in neighbour_plan(profile):
         out[node].append(" ".join(argv))
-    return {node: "set -e\n" + "\n".join(lines) + "\n" for node, lines in out.items()}
+    return out
 
 
 # Tools whose commands a node's script feeds through one process (`ip -batch -`, `tc -batch -`):
@@ -247,9 +246,10 @@ def node_scripts(experiment) -> dict[str, str]:
     per_node: dict[str, list[list[str]]] = {}
     for node, argv in plan(experiment):
         per_node.setdefault(node, []).append(argv)
-    checks = neighbour_scripts(experiment.link)
+    checks = neighbour_lines(experiment.link)
     out = {}
-    for node, cmds in per_node.items():
+    for node in {**per_node, **checks}:
+        cmds = per_node.get(node, [])
         lines, i = ["set -e"], 0
         while i < len(cmds):
             tool = cmds[i][0]
@@ -265,9 +265,7 @@ def node_scripts(experiment) -> dict[str, str]:
             else:                                       # sysctl -qw k=v ...
                 lines.append(shlex.join(["sysctl", "-qw"] + [c[2] for c in cmds[i:j]]))
                 i = j
-        out[node] = "\n".join(lines) + "\n" + checks.get(node, "").replace("set -e\n", "", 1)
-    for node, script in checks.items():
-        out.setdefault(node, script)
+        out[node] = "\n".join(lines + checks.get(node, [])) + "\n"
     return out
 
 

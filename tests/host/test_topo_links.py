@@ -68,11 +68,12 @@ def test_neighbour_plan_gives_each_end_the_other_ends_address_and_mac():
 
 def test_one_script_per_node_checks_its_macs_then_sets_its_entries():
     e = experiment(2)
-    scripts = topo.neighbour_scripts(e.link)
-    assert set(scripts) == set(topo.interfaces(e.link))
+    scripts = topo.node_scripts(e)
+    assert set(scripts) == set(topo.interfaces(e.link)) == set(topo.neighbour_lines(e.link))
     for node, script in scripts.items():
         lines = script.splitlines()
         assert lines[0] == "set -e"
+        assert lines[-len(topo.neighbour_lines(e.link)[node]):] == topo.neighbour_lines(e.link)[node]
         checks = [l for l in lines if l.startswith("ip -br link show")]
         sets = [l for l in lines if l.startswith("ip neigh replace")]
         assert len(checks) == len(sets) == len(topo.interfaces(e.link)[node])
