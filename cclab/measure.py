@@ -412,6 +412,16 @@ def parse_iperf(doc: dict, flow: int, t_spawn: float) -> tuple[list[dict], dict]
     return rows, summary
 
 
+def udp_never_started(doc: dict) -> bool:
+    """True for the iperf3 -J document of a stopped client that reached its server (the
+    control connection gave it a cookie) but sent no data: a UDP client stuck in its
+    stream handshake, which iperf3 3.12 does not retry."""
+    if not doc.get("start", {}).get("cookie"):
+        return False                               # never connected, or nothing written
+    rows, summary = parse_iperf(doc, 0, 0.0)
+    return not any(r["bytes"] for r in rows) and not summary["sent_bytes"]
+
+
 def read_json(path: Path) -> dict:
     """An iperf3 JSON file; iperf3 may have been killed, so take what parses."""
     try:
@@ -426,6 +436,50 @@ def read_json(path: Path) -> dict:
             return json.loads(text[start:]) if start >= 0 else {}
         except ValueError:
             return {}
+
+
+# iperf3 sends a cookie (37 bytes, one segment) on every connection before its test begins
+COOKIE_SEGMENTS = 1
+
+
+def test_start(ss_rows: list[dict], flow: int, t_spawn: float, period: float) -> float:
+    """When a flow's iperf3 test began -- the zero of its intervals -- on the run's clock.
+
+    iperf3 connects its control connection and then each stream in turn, sends a cookie on
+    each, and starts the test once all are up.  On an idle path that takes a few RTTs, but a SYN
+    that is lost waits 1 s to be sent again, and a SYN behind another flow's queue waits for
+    it: ten streams started 0.5 s after a flow ended on the 400 ms starlink-seed queue took
+    0.8-4.3 s to connect in the lab VM.  So the client's spawn time is not the start.  The
+    flow's socket samples bound it: the test began after the last sample in which none of its
+    sockets had sent more than the cookie, and by the first in which one had; this returns the
+    midpoint (off by at most half the sampling period), and never a time before the spawn.
+    Without such samples (UDP, no socket sampler) it returns the spawn time."""
+    mine = [r for r in ss_rows if r["flow"] == flow]
+    sent = [r["t"] for r in mine if (r.get("data_segs_out") or 0) > COOKIE_SEGMENTS]
+    if not sent:
+        return t_spawn
+    first = min(sent)
+    before = [r["t"] for r in mine if r["t"] < first]
+    last_idle = max(before) if before else first - period
+    return max(t_spawn, (max(last_idle, t_spawn) + first) / 2)
+
+
+def overlaps(flows: list[dict], slack: float = 0.1) -> list[str]:
+    """Warnings for flows the spec runs one after the other (its windows start .. start +
+    duration do not meet) whose tests overlapped by more than `slack` s: their results are not
+    those of one flow alone on the link (a test begins late when its connections were slow)."""
+    out = []
+    timed = [f for f in flows if f.get("t_start") is not None and f.get("t_end") is not None
+             and f.get("duration")]
+    for a in timed:
+        for b in timed:
+            if b["start"] < a["start"] + a["duration"] or a is b:
+                continue
+            late = a["t_end"] - b["t_start"]
+            if late > slack:
+                out.append(f"flow {a['flow']}'s test ran until {a['t_end']:.2f} s, {late:.2f} s into "
+                           f"flow {b['flow']}'s, which the spec starts after it ends")
+    return out
 
 
 def flow_lookup(experiment: Experiment, local_ports: dict[int, list[int]]):

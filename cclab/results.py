@@ -2,7 +2,8 @@
 
     results/<experiment>/<YYYYmmdd-HHMMSS>-<rep>/
         manifest.json   what ran, where, with what ("status": "complete" or "incomplete")
-        flows.csv       one row per flow: what was asked, what ran, what it achieved
+        flows.csv       one row per flow: what was asked, what ran, what it achieved (t_spawn:
+                        its iperf3 client started; t_start .. t_end: its test ran)
         iperf.csv       iperf3 intervals, one row per flow, side (sender/receiver), stream, interval
         ss.csv          socket samples (ss -ti) of every sending socket
         probe.csv       per-ACK tcp:tcp_probe events
@@ -35,7 +36,7 @@ from pathlib import Path
 TABLES = {
     "flows": ["flow", "cca", "direction", "pair", "sender", "receiver", "port", "protocol",
               "streams", "start", "duration", "bytes_requested", "cca_iperf", "cca_ss",
-              "t_start", "t_end", "sent_bytes", "received_bytes", "throughput_bps",
+              "t_spawn", "t_start", "t_end", "sent_bytes", "received_bytes", "throughput_bps",
               "retransmits", "mean_rtt_us", "min_rtt_us", "lost_percent", "exit_code"],
     "iperf": ["flow", "side", "stream", "t_start", "t_end", "bytes", "bits_per_second",
               "retransmits", "snd_cwnd", "rtt_us", "rttvar_us", "lost_packets", "packets"],
@@ -110,7 +111,10 @@ def load(run_dir, table: str = "flows"):
     path = Path(run_dir) / f"{table}.csv"
     if not path.exists() or path.stat().st_size == 0:
         return pd.DataFrame(columns=TABLES[table])
-    return pd.read_csv(path)
+    # whole-file type inference: in a long table, a column that is text in some rows and empty in
+    # others (ss's module_info: BBR's block, nothing for Cubic) would otherwise get mixed types
+    # chunk by chunk and a DtypeWarning
+    return pd.read_csv(path, low_memory=False)
 
 
 def load_all(run_dir) -> dict:

@@ -71,6 +71,11 @@ class RunError(RuntimeError):
     """A run could not start or did not do what it was asked (exit status 1)."""
 
 
+class UdpHandshakeLost(RunError):
+    """A UDP flow never started: the link dropped iperf3's one handshake datagram (or the
+    reply).  Nothing is wrong with the spec; another run draws other losses."""
+
+
 class Interrupted(KeyboardInterrupt):
     """SIGTERM or SIGHUP, handled like Ctrl-C."""
 
@@ -435,14 +440,38 @@ class Run:
             if done and now >= end:
                 break                                  # later link changes are not needed
             if now > limit + 15:
-                running = [str(k) for k, (p, _) in self.clients.items() if p.poll() is None]
-                raise RunError(f"flow(s) {', '.join(running)} did not finish within "
-                               f"{limit + 15:.0f} s")
+                running = [k for k, (p, _) in self.clients.items() if p.poll() is None]
+                for k in running:                  # iperf3 writes its JSON on SIGINT
+                    self.clients[k][0].send_signal(signal.SIGINT)
+                self._stalled(running, f"flow(s) {', '.join(map(str, running))} did not "
+                                       f"finish within {limit + 15:.0f} s")
             self.sleep_until(min(pending[0][0] if pending else now + 0.05, now + 0.05))
         failed = [i for i, (p, _) in self.clients.items() if p.returncode not in (0, None)]
         if failed:
-            raise RunError(f"iperf3 failed for flow(s) {', '.join(map(str, failed))} "
-                           f"(see {self.raw}/iperf-*.json)")
+            self._stalled(failed, f"iperf3 failed for flow(s) {', '.join(map(str, failed))} "
+                                  f"(see {self.raw}/iperf-*.json)")
+
+    def _stalled(self, flows: list[int], message: str) -> None:
+        """Raise the RunError for flows that did not end well, naming the UDP flows among
+        them that never sent a datagram: iperf3 (3.12) opens a UDP stream by sending one
+        datagram and waiting up to 30 s for the reply, without sending it again, so a lossy
+        link can stall the flow before it starts."""
+        silent = []
+        for k in flows:
+            if self.exp.flows[k - 1].protocol != "udp":
+                continue
+            try:
+                self.clients[k][0].wait(timeout=3)     # until its JSON is written
+            except subprocess.TimeoutExpired:
+                continue
+            if measure.udp_never_started(measure.read_json(self.raw / f"iperf-{k}.json")):
+                silent.append(str(k))
+        if silent:
+            raise UdpHandshakeLost(
+                f"{message}; UDP flow(s) {', '.join(silent)} never sent data: the link lost "
+                f"iperf3's handshake datagram or its reply, which iperf3 does not resend; "
+                f"run the experiment again")
+        raise RunError(message)
 
     def _clients_done(self) -> bool:
         return len(self.clients) == len(self.exp.flows) and \
@@ -646,17 +675,28 @@ class Run:
 
     def _tables_inner(self, exp: Experiment) -> None:
         t0, mono0 = self.t0, self.mono0
-        flows, iperf_rows, local_ports = [], [], {}
+        parsed, local_ports = {}, {}
+        for i in range(1, len(exp.flows) + 1):
+            client = measure.parse_iperf(measure.read_json(self.raw / f"iperf-{i}.json"), i, 0.0)
+            server, _ = measure.parse_iperf(measure.read_json(self.raw / f"iperf-server-{i}.json"), i, 0.0)
+            parsed[i] = client, [r for r in server if r["side"] == "receiver"]
+            local_ports[i] = [p for p in client[1].pop("local_ports") if p]
+        flow_of = measure.flow_lookup(exp, local_ports)
+        ss_rows = []
+        for path in sorted(self.raw.glob("sockets-*.bin")):
+            ss_rows += measure.parse_sockets(path, path.stem[len("sockets-"):], t0, flow_of)
+        flows, iperf_rows = [], []
+        period = 1 / exp.measure.ss_hz if exp.measure.ss_hz else 0.0
         for i, f in enumerate(exp.flows, 1):
             sender, receiver = topo.endpoints(f.direction, f.pair)
             proc, t_spawn = self.clients.get(i, (None, None))
-            doc = measure.read_json(self.raw / f"iperf-{i}.json")
-            rows, summ = measure.parse_iperf(doc, i, t_spawn or 0.0)
-            iperf_rows += rows
-            server_rows, _ = measure.parse_iperf(
-                measure.read_json(self.raw / f"iperf-server-{i}.json"), i, t_spawn or 0.0)
-            iperf_rows += [r for r in server_rows if r["side"] == "receiver"]
-            local_ports[i] = [p for p in summ.pop("local_ports") if p]
+            (rows, summ), server_rows = parsed[i]
+            # iperf3's intervals count from its test start, which comes after every connection
+            # is up: place them there, not at the client's spawn (measure.test_start)
+            start = None if t_spawn is None else measure.test_start(ss_rows, i, t_spawn, period)
+            ran = max((r["t_end"] for r in rows), default=0.0)     # the client's own intervals
+            iperf_rows += [dict(r, t_start=round(r["t_start"] + (start or 0.0), 6),
+                                t_end=round(r["t_end"] + (start or 0.0), 6)) for r in rows + server_rows]
             err = summ.pop("error")
             if err:
                 self.errors.append(f"flow {i}: iperf3: {err}")
@@ -664,14 +704,11 @@ class Run:
                           "sender": sender, "receiver": receiver, "port": exp.port(i - 1),
                           "protocol": f.protocol, "streams": f.streams, "start": f.start,
                           "duration": f.duration, "bytes_requested": f.bytes,
-                          "t_start": t_spawn, "t_end": round(t_spawn + max(
-                              (r["t_end"] - t_spawn for r in rows), default=0), 6)
-                          if t_spawn is not None else None,
+                          "t_spawn": None if t_spawn is None else round(t_spawn, 6),
+                          "t_start": None if start is None else round(start, 6),
+                          "t_end": None if start is None else round(start + ran, 6),
                           "exit_code": proc.returncode if proc else None, **summ})
-        flow_of = measure.flow_lookup(exp, local_ports)
-        ss_rows = []
-        for path in sorted(self.raw.glob("sockets-*.bin")):
-            ss_rows += measure.parse_sockets(path, path.stem[len("sockets-"):], t0, flow_of)
+        self.warnings += measure.overlaps(flows)
         for fl in flows:
             # The congestion control that carried the flow's data: iperf3 -C sets it once the
             # connection is up, so a sample taken during the handshake may show the host's
@@ -748,6 +785,8 @@ def run(exp: Experiment, out="results", quick: bool = False, progress=None) -> l
                      f"{fmt_secs(elapsed)}, about {fmt_secs(per_run * (n - rep + 1))} left")
         r = Run(exp, rep, Path(out), stamp)
         dirs.append(r.execute(modules))
+        for w in r.warnings if progress else ():
+            progress(f"[run {rep}/{n}] warning: {w}")
         if r.errors:
             raise RunError(f"run {rep}/{n} incomplete: {'; '.join(r.errors)} ({r.dir})")
     if progress:

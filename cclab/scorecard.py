@@ -66,13 +66,21 @@ def _best(measured: dict) -> str | None:
     return "full" if "full" in measured else ("quick" if "quick" in measured else None)
 
 
-def _row(claim: str, seed: str, measured: dict, cell, verdict, note: str = "") -> dict:
+def _row(claim: str, seed: str, measured: dict, cell, verdict, note: str = "", needs=None) -> dict:
     """One scorecard row.  `cell(m)` renders one mode's measurements `m` (a mode that did not run
     shows "not run"); `verdict(m, mode)` judges the best mode's and returns (verdict, why); `note`
-    (what differs in the emulated setting) is added to the why column whatever the verdict."""
+    (what differs in the emulated setting) is added to the why column whatever the verdict.
+    `needs`, (test, what): a mode whose measurements fail `test(m)` ran without what the claim
+    needs (e.g. a run limited to some algorithms); its cell says "not run: " + what(m) and it is
+    not judged."""
+    lacking = {}
+    if needs is not None:
+        lacking = {mode: f"not run: {needs[1](m)}" for mode, m in measured.items() if not needs[0](m)}
+        measured = {mode: m for mode, m in measured.items() if mode not in lacking}
     best = _best(measured)
     v, why = verdict(measured[best], best) if best else ("not run", "")
-    cells = {mode: cell(measured[mode]) if mode in measured else "not run" for mode in MODES}
+    cells = {mode: cell(measured[mode]) if mode in measured else lacking.get(mode, "not run")
+             for mode in MODES}
     return {"claim": claim, "seed": seed, **cells, "verdict": v,
             "why": "; ".join(x for x in (why, note) if x)}
 
@@ -403,7 +411,7 @@ def fundamentals_rows(roots: dict) -> list[dict]:
             why += (f"; ProbeRTT comes after {BBR_PROBE_RTT_S:g} s without a lower RTT: a "
                     f"{_fmt(b['flow_s'], ' s', 0)} flow cannot show it")
         if b["startup"] and not b["startup_s"] > 0:
-            why += "; labkit.bbr_startup_end gives 0 s (the first modelled sample's gain is below 2)"
+            why += "; no sample after Startup's shows a gain below 2"
         return ("reproduced" if ok else "differs"), why + f" ({mode} mode{first(m)})"
 
     def wifi_verdict(m, mode):
@@ -486,6 +494,12 @@ def starlink_rows(roots: dict, extra: list | None = None) -> list[dict]:
                 for mode, root in _verified("lab2", roots, labkit.verify).items()}
     if extra is not None:
         extra.append(leo_note(measured))
+    # A run may be limited to some algorithms (an instructor's full-mode reference run of the two
+    # the autograder bands): the claims about the field of algorithms need more of them.
+    def ran(m):
+        return f"the run holds {' and '.join(c.upper() for c in sorted(m['p1'])) or 'no algorithm'} only"
+    field = (lambda m: len(m["p1"]) > 2, ran)
+    westwood = (lambda m: {"bbr", "westwood"} <= set(m["p10"]), ran)
 
     def short(m, mode, exp):
         """Quick mode's caveat: how long the flows of `exp` were, one run."""
@@ -594,11 +608,12 @@ def starlink_rows(roots: dict, extra: list | None = None) -> list[dict]:
         _row("Loss-based CUBIC takes the random loss for congestion and stays far below the link",
              "CUBIC ≈ 1.97 Mbit/s on the 10 Mbit/s link", measured, cubic_cell, cubic_verdict),
         _row("BBR is the fastest single flow of the algorithms tested",
-             "14 algorithms at P=1, BBR ahead (≈ 5.96 Mbit/s)", measured, best_cell, best_verdict),
+             "14 algorithms at P=1, BBR ahead (≈ 5.96 Mbit/s)", measured, best_cell, best_verdict,
+             needs=field),
         _row("Ten parallel connections use the link better",
              "P=10: BBR ≈ 7.64, Westwood ≈ 7.75 Mbit/s", measured, p10_cell, p10_verdict),
         _row("At P=10 BBR stays close to the best, Westwood slightly ahead",
-             "Westwood ≈ 7.75 vs BBR ≈ 7.64 Mbit/s", measured, lead_cell, lead_verdict),
+             "Westwood ≈ 7.75 vs BBR ≈ 7.64 Mbit/s", measured, lead_cell, lead_verdict, needs=westwood),
         _row("BBR, the incumbent, takes a modestly larger share without starving CUBIC",
              "BBR ≈ 58 % of the bottleneck", measured, share_cell, share_verdict,
              "BBR starts first, CUBIC 1 s later; receiver intervals while both ran"),

@@ -67,7 +67,9 @@ class Flow:
     streams: int = 1                 # parallel connections
     direction: str = "down"          # down | up
     pair: int | None = None          # which sender/receiver pair (1-based)
-    protocol: str = "tcp"            # tcp | udp
+    protocol: str = "tcp"            # tcp | udp (iperf3 opens a UDP stream with one datagram
+                                     # and never resends it: on a lossy link a run can stop
+                                     # with "never sent data"; running it again is the fix)
     rate: float | None = None        # udp target rate, or a tcp rate cap (iperf3 -b)
     length: int | None = None        # udp datagram payload in bytes
 

@@ -173,14 +173,38 @@ def _load_experiment(path: Path, only_ccas=None):
     table = profiles.load_toml(path, "experiment")
     if only_ccas is not None:
         flows = table.get("flow", [])
-        kept = [f for f in flows if f["cca"] in only_ccas]
+        kept = [i for i, f in enumerate(flows) if f["cca"] in only_ccas]
         over = table.get("override") or {}
         if over.get("pairs") == len(flows) and kept:      # one pair per flow: no idle pairs
             table["override"] = dict(over, pairs=len(kept))
-        table["flow"] = kept
+        table["flow"] = [dict(flows[i], start=s) for i, s in zip(kept, close_gaps(flows, kept))]
     exp = spec.from_dict(table, path.stem, path.parent)
     exp.given = table
     return exp
+
+
+def close_gaps(flows: list[dict], kept: list[int]) -> list:
+    """The starts of the flows `kept` (indices into an experiment file's `flows`) once the others
+    are left out.  When the file's flows run one after the other (each starts once the one before
+    it has ended), the time of the left-out flows is taken out: each kept flow starts as long
+    after the kept flow before it as the file had it start after its own predecessor, and the
+    first kept flow starts when the file's first flow does.  Otherwise
+    (overlapping flows share the link on purpose; size-limited ones have no planned end) every
+    kept flow keeps its start."""
+    from cclab import units
+    given = [f.get("start", "0s") for f in flows]
+    if any("duration" not in f for f in flows):
+        return [given[i] for i in kept]
+    start = [units.duration(f.get("start", 0), "start") for f in flows]
+    end = [a + units.duration(f["duration"], "duration") for a, f in zip(start, flows)]
+    if any(start[i] < end[i - 1] for i in range(1, len(flows))):
+        return [given[i] for i in kept]
+    out, t = [], None
+    for i in kept:
+        at = start[0] if t is None else t + start[i] - end[i - 1]
+        out.append(given[i] if at == start[i] else f"{at:g}s")
+        t = at + (end[i] - start[i])
+    return out
 
 
 def _tsg(run_dir: Path) -> None:
@@ -327,7 +351,7 @@ def _csv(d: Path, name: str) -> pd.DataFrame:
         return pd.DataFrame()
     key = (str(p.resolve()), st.st_size, st.st_mtime_ns)
     if key not in _CACHE:
-        _CACHE[key] = pd.read_csv(p)
+        _CACHE[key] = pd.read_csv(p, low_memory=False)      # one dtype per column, no DtypeWarning
     return _CACHE[key].copy()
 
 
@@ -643,16 +667,16 @@ def bbr_gains(cw: pd.DataFrame) -> pd.Series:
 
 
 def bbr_startup_end(lab: str, experiment: str = "lab1-wired", root=None) -> float:
-    """Seconds from the BBR flow's first sample with a pacing gain (above 0: the first samples,
-    before BBR has a model, show 0) to the first with a gain below 2 (Startup paces at 2.89,
-    Drain at 0.35, ProbeBW cycles 1.25/0.75/1)."""
+    """Seconds from the BBR flow's first sample in Startup (a pacing gain above 2: Startup paces
+    at 2.89) to the first later sample with a gain below 2 (Drain paces at 0.35, ProbeBW cycles
+    1.25/0.75/1).  The samples before Startup's show a gain of 0 or 1: BBR has no bandwidth
+    sample yet (measured in the lab VM: "bw:0.000Mbps ... pacing_gain:1" on the first)."""
     cw = cwnd_series(lab, experiment, "bbr", root)
-    if cw.empty:
-        return float("nan")
     gains = bbr_gains(cw)
-    cw, gains = cw[gains > 0], gains[gains > 0]     # before BBR has a model its block shows 0
-    if cw.empty:
+    if not (gains > 2).any():
         return float("nan")
+    first = int((gains > 2).idxmax())
+    cw, gains = cw.iloc[first:], gains.iloc[first:]
     after = cw[gains < 2]
     return float(after["t"].iloc[0] - cw["t"].iloc[0]) if len(after) else float("nan")
 

@@ -51,7 +51,7 @@ class RunData:
             else:
                 p = self.path / f"{name}.csv"
                 cols = EXTRA_TABLES.get(name, [])
-                df = pd.read_csv(p) if p.exists() and p.stat().st_size else pd.DataFrame(columns=cols)
+                df = pd.read_csv(p, low_memory=False) if p.exists() and p.stat().st_size else pd.DataFrame(columns=cols)
             self._tables[name] = df
         return self._tables[name]
 

@@ -1,5 +1,5 @@
 """Engine pieces that need no network: traces, measurement parsers, results, CLI."""
-import json
+import copy
 import os
 import socket
 import subprocess
@@ -203,6 +203,59 @@ def test_parse_iperf():
     assert rows[0]["t_end"] == 2.1 and rows[0]["snd_cwnd"] == 14480
     assert s["cca_iperf"] == "cubic" and s["throughput_bps"] == 9.6e6 and s["local_ports"] == [40022]
     assert s["mean_rtt_us"] == 21000 and s["min_rtt_us"] == 20000
+
+
+def test_test_start_comes_from_the_socket_samples():
+    """iperf3's intervals count from its test start, which follows the connections: the socket
+    samples bound it (cookie only, then payload), never before the client's spawn."""
+    def ss(t, port, segs, flow=1):
+        return {"t": t, "flow": flow, "local_port": port, "data_segs_out": segs}
+    # two streams: one up with its cookie from 0.3 s, the other stuck on a lost SYN until 1.4 s
+    rows = [ss(0.3, 1, 1), ss(0.4, 1, 1), ss(0.4, 2, 0), ss(1.4, 1, 1), ss(1.4, 2, 1),
+            ss(1.5, 1, 14), ss(1.5, 2, 3), ss(1.5, 9, 500, flow=2)]
+    assert measure.test_start(rows, 1, 0.01, 0.1) == pytest.approx(1.45)
+    # payload in the first sample of the flow: the sampling period bounds it, as does the spawn
+    assert measure.test_start([ss(2.0, 1, 40)], 1, 1.5, 0.1) == pytest.approx(1.95)
+    assert measure.test_start([ss(2.0, 1, 40)], 1, 1.98, 0.1) == pytest.approx(1.99)
+    # no samples (UDP, no sampler) or no payload: the spawn time
+    assert measure.test_start([], 1, 3.0, 0.1) == 3.0
+    assert measure.test_start([ss(4.0, 1, 1)], 1, 3.0, 0.1) == 3.0
+
+
+def test_overlapping_tests_of_flows_meant_to_run_apart_are_reported():
+    def fl(n, start, t_start, dur=3.0):
+        return {"flow": n, "start": start, "duration": dur, "t_start": t_start, "t_end": t_start + dur}
+    apart = [fl(1, 0.0, 0.9), fl(2, 3.5, 4.4), fl(3, 7.0, 7.5)]
+    assert measure.overlaps(apart) == []
+    late = [fl(1, 0.0, 0.9), fl(2, 3.5, 6.6), fl(3, 7.0, 7.5)]
+    (w,) = measure.overlaps(late)
+    assert w.startswith("flow 2's test ran until 9.60 s, 2.10 s into flow 3's")
+    # flows the spec runs together (lab 2's share) are not reported
+    assert measure.overlaps([fl(1, 0.0, 0.5, 10), fl(2, 1.0, 1.5)]) == []
+
+
+def test_a_udp_client_stuck_in_its_handshake_is_told_apart():
+    """The fields iperf3 3.12 writes when a UDP client is stopped (SIGINT) while it waits for
+    the reply to its handshake datagram (recorded with a relay that swallowed the datagram)."""
+    zero = {"start": 0, "end": 0, "seconds": 0, "bytes": 0, "packets": 0, "sender": True}
+    stuck = {"start": {"connected": [], "cookie": "zjnsa2enwllcqfih2teo4jv3xzrrzjuogluk",
+                       "connecting_to": {"host": "127.0.0.1", "port": 15300}},
+             "intervals": [], "end": {"streams": [], "sum": zero, "sum_sent": zero},
+             "error": "interrupt - the client has terminated"}
+    assert measure.udp_never_started(stuck)
+    # a client that sent something, one that never reached its server, or no document at all
+    ran = copy.deepcopy(stuck)
+    ran["intervals"] = [{"streams": [{"socket": 5, "start": 0, "end": 0.1, "bytes": 1400,
+                                      "packets": 1, "sender": True}],
+                         "sum": {"start": 0, "end": 0.1, "bytes": 1400, "packets": 1}}]
+    assert not measure.udp_never_started(ran)
+    ended = copy.deepcopy(stuck)
+    ended["end"]["sum_sent"]["bytes"] = 2800
+    assert not measure.udp_never_started(ended)
+    refused = {"start": {"connected": [], "connecting_to": {"host": "x", "port": 1}},
+               "intervals": [], "error": "unable to connect to server: Connection refused"}
+    assert not measure.udp_never_started(refused)
+    assert not measure.udp_never_started({})
 
 
 def test_iperf_client_command():

@@ -159,8 +159,15 @@ def test_reference_bands_come_from_reference_runs(tmp_path, capsys):
     from grading import make_reference
     for i in range(2):
         fixtures.lab1_results(tmp_path / f"ref{i}")
-    assert make_reference.main(["lab1", str(tmp_path / "ref0" / "submission"),
-                                str(tmp_path / "ref1" / "submission")]) == 0
+    refs = [str(tmp_path / "ref0" / "submission"), str(tmp_path / "ref1" / "submission")]
+    # two runs are too few for a band by default: refused in one line, nothing printed
+    assert make_reference.main(["lab1", *refs]) == 1
+    cap = capsys.readouterr()
+    assert cap.out == "" and len(cap.err.strip().splitlines()) == 1
+    assert "quick throughput_mbps wired/bbr: 2" in cap.err and "--min-samples 3" in cap.err
+    assert make_reference.main(["lab1", *refs, "--min-samples", "0"]) == 2
+    capsys.readouterr()
+    assert make_reference.main(["lab1", *refs, "--min-samples", "2"]) == 0
     out = capsys.readouterr().out.splitlines()
     rows = [l.split(",") for l in out if l.startswith("quick,")]
     keys = {(r[1], r[2]) for r in rows}
@@ -180,7 +187,8 @@ def test_reference_bands_come_from_reference_runs(tmp_path, capsys):
     m["fidelity"] = dict(m["fidelity"], ok=False, reasons=["packet_spacing: 1.2 x"])
     (wifi / "manifest.json").write_text(json.dumps(m))
     labkit.write_record("lab1", "quick", labkit.run_dirs("lab1", root), root)
-    assert make_reference.main(["lab1", str(tmp_path / "ref0" / "submission"), str(root)]) == 0
+    assert make_reference.main(["lab1", str(tmp_path / "ref0" / "submission"), str(root),
+                                "--min-samples", "1"]) == 0
     out = capsys.readouterr().out
     n = {tuple(r.split(",")[1:3]): r.split(",")[5] for r in out.splitlines() if r.startswith("quick,")}
     assert n[("throughput_mbps", "wifi/bbr")] == "1" and n[("throughput_mbps", "wired/bbr")] == "2"
@@ -283,3 +291,51 @@ def test_vegas_and_idle_rtt_read_what_the_run_recorded(tmp_path):
     idle = labkit.idle_rtt_ms("lab1", root)
     assert all(v == pytest.approx(40.05) for v in idle[idle.index.get_level_values(0) == "lab1-wired"])
     assert labkit.idle_pings("lab1", root)["t"].max() < fixtures.LEAD
+
+
+def test_each_repetition_of_a_reference_run_is_one_sample(tmp_path, capsys):
+    """A full-mode folder repeats its experiments: make_reference takes one value per repetition
+    (run folders ending in -1, -2, ...), so one folder gives several samples per band."""
+    import labkit
+    from grading import make_reference
+    root = tmp_path / "ref" / "submission"
+    base = fixtures.lab1_results(tmp_path / "ref")
+    for exp in ("lab1-wired", "lab1-wifi"):
+        first = next((base / exp).iterdir())
+        shutil.copytree(first, first.with_name(first.name[:-1] + "2"))
+    labkit.write_record("lab1", "full", sorted(d for e in base.iterdir() if e.is_dir() for d in e.iterdir()),
+                        root)
+    assert make_reference.main(["lab1", str(root), "--min-samples", "2"]) == 0
+    rows = [r.split(",") for r in capsys.readouterr().out.splitlines() if r.startswith("full,")]
+    assert rows and all(r[5] == "2" for r in rows), rows
+    # a run known to be disturbed can be left out, with the reason in the header
+    second = next(d for d in (base / "lab1-wired").iterdir() if d.name.endswith("-2"))
+    rel = f"lab1-wired/{second.name}"
+    assert make_reference.main(["lab1", str(root), "--leave-out", f"{rel}=the host was busy",
+                                "--min-samples", "1"]) == 0
+    out = capsys.readouterr().out
+    n = {r.split(",")[2]: r.split(",")[5] for r in out.splitlines() if r.startswith("full,throughput")}
+    assert n["wired/bbr"] == "1" and n["wifi/bbr"] == "2", n
+    assert f"left out {rel} (the host was busy)" in out
+    assert make_reference.main(["lab1", str(root), "--leave-out", "lab1-wired/nothing=x"]) == 2
+    assert make_reference.main(["lab1", str(root), "--leave-out", rel]) == 2
+    assert "no such run" in capsys.readouterr().err
+
+
+def test_left_out_flows_take_their_time_with_them():
+    """A lab that runs a subset of its algorithms (lab 2 runs the ones the VM offers) does not
+    wait through the left-out flows' slots when the file's flows run one after the other."""
+    import labkit
+    seq = [{"cca": c, "start": f"{2 + 183 * i}s", "duration": "180s"} for i, c in enumerate("abcd")]
+    assert labkit.close_gaps(seq, [0, 1, 2, 3]) == [f["start"] for f in seq]
+    assert labkit.close_gaps(seq, [1, 3]) == ["2s", "185s"]
+    assert labkit.close_gaps(seq, [3]) == ["2s"]
+    # overlapping flows share the link on purpose; size-limited ones have no planned end
+    shared = [{"cca": "bbr", "duration": "180s"}, {"cca": "cubic", "start": "1s", "duration": "179s"},
+              {"cca": "reno", "start": "5s", "duration": "10s"}]
+    assert labkit.close_gaps(shared, [0, 2]) == ["0s", "5s"]
+    sized = [{"cca": "a", "start": "0s", "bytes": "1MB"}, {"cca": "b", "start": "30s", "duration": "5s"}]
+    assert labkit.close_gaps(sized, [1]) == ["30s"]
+    exp = labkit._load_experiment(KIT / "labs" / "lab2" / "full" / "p1.toml", ["bbr", "cubic"])
+    assert [(f.cca, f.start, f.duration) for f in exp.flows] == [("bbr", 2.0, 180.0), ("cubic", 185.0, 180.0)]
+    assert exp.override["pairs"] == 2 and exp.given["flow"][1]["start"] == "185s"

@@ -69,9 +69,27 @@ def test_a_dead_kernel_is_reported_with_how_it_ended():
     import signal
     p = subprocess.Popen(["sleep", "30"])
     assert rm._ended(p) == ""                             # still running: nothing to say
-    p.send_signal(signal.SIGHUP)
+    p.send_signal(signal.SIGKILL)                         # (SIGHUP is ignored under nohup)
     p.wait()
-    assert rm._ended(p) == " (the kernel was killed by SIGHUP)"
+    assert rm._ended(p) == " (the kernel was killed by SIGKILL)"
     q = subprocess.Popen(["sh", "-c", "exit 3"])
     q.wait()
     assert rm._ended(q) == " (the kernel exited with status 3)" and rm._ended(None) == ""
+
+
+def test_a_master_runs_on_saved_results_and_keeps_them(tmp_path):
+    """--results: the master analyses results saved earlier (here the grading fixtures' lab 1
+    run) instead of running experiments, passes its own tests, and is kept like a run of its own;
+    results of the other mode are refused with one line."""
+    from grading import fixtures
+    fixtures.lab1_results(tmp_path / "saved")
+    p = cli("lab1", "--results", str(tmp_path / "saved" / "submission"), "--keep", str(tmp_path / "keep"))
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "lab1: passed its public and hidden tests in quick mode" in p.stdout
+    kept = tmp_path / "keep" / "quick" / "lab1" / "record.json"
+    assert kept.read_bytes() == (tmp_path / "saved" / "submission" / "lab1" / "record.json").read_bytes()
+    p = cli("lab1", "--mode", "full", "--results", str(tmp_path / "saved" / "submission"))
+    assert p.returncode == 1 and "made in quick mode, not full" in p.stderr
+    assert p.stderr.strip().splitlines()[-1].startswith("run_master: lab1:")
+    p = cli("lab1", "--results", str(tmp_path / "nothing"))
+    assert p.returncode == 1 and "no saved results with a record" in p.stderr

@@ -1,14 +1,15 @@
 """The scorecard's lab 1 and lab 2 sections (cclab/scorecard.py): rows recomputed from saved lab
 runs by labkit, verdicts that follow the measurements, refusal of edited results, "not run".
 
-The real runs used here are quick-mode lab runs made in the lab VM, kept under results/reference/
-(git-ignored: the tests that need them skip without them).  lab1-10 and lab2-4 pass
-labkit.verify; lab1-12 and lab2-3 do not (a fidelity verdict failed) and the scorecard refuses them.
+The real runs used here are two quick-mode lab runs made in the lab VM (lab1-10 of 23 Nov 2026
+and lab2-4 of 22 Nov 2026, both passing labkit.verify), shipped as tests/host/data/
+reference-runs.tar.xz (0.7 MB) and unpacked into a temporary folder once for this module.
 """
 
 import re
 import shutil
 import sys
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -21,9 +22,7 @@ for p in (KIT / "notebooks", KIT / "labs"):
 import labkit  # noqa: E402
 from cclab import scorecard  # noqa: E402
 
-REF = KIT / "results" / "reference"
-LAB1 = REF / "lab1-10"       # quick mode, 23 Nov 2026, passes labkit.verify
-LAB2 = REF / "lab2-4"        # quick mode, 22 Nov 2026, passes labkit.verify
+RUNS = Path(__file__).with_name("data") / "reference-runs.tar.xz"
 
 LAB1_CLAIMS = [
     "On the wired path BBR has the highest throughput, Vegas the lowest",
@@ -45,10 +44,26 @@ LAB2_CLAIMS = [
 ]
 
 
-def needs(root: Path, lab: str) -> Path:
-    if not (root / lab / "record.json").is_file():
-        pytest.skip(f"no reference run in {root} (results/ is not part of the checkout)")
+@pytest.fixture(scope="module")
+def ref(tmp_path_factory) -> Path:
+    """The shipped reference runs, unpacked: ref / "lab1-10" / "lab1", ref / "lab2-4" / "lab2"."""
+    root = tmp_path_factory.mktemp("reference")
+    safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+    with tarfile.open(RUNS) as t:
+        t.extractall(root, **safe)
+    for run, lab in (("lab1-10", "lab1"), ("lab2-4", "lab2")):
+        assert (root / run / lab / "record.json").is_file(), f"{RUNS} lacks {run}/{lab}"
     return root
+
+
+@pytest.fixture
+def lab1_run(ref) -> Path:
+    return ref / "lab1-10"
+
+
+@pytest.fixture
+def lab2_run(ref) -> Path:
+    return ref / "lab2-4"
 
 
 def by_claim(rows):
@@ -60,8 +75,8 @@ def table_row(text: str, claim: str) -> list[str]:
     return [c.strip() for c in line.strip("|").split(" | ")]
 
 
-def test_lab1_section_from_a_reference_run():
-    rows = scorecard.fundamentals_rows({"quick": needs(LAB1, "lab1")})
+def test_lab1_section_from_a_reference_run(lab1_run):
+    rows = scorecard.fundamentals_rows({"quick": lab1_run})
     assert [r["claim"] for r in rows] == LAB1_CLAIMS
     r = by_claim(rows)
     for row in rows[:-1]:
@@ -82,8 +97,8 @@ def test_lab1_section_from_a_reference_run():
     assert r[LAB1_CLAIMS[6]]["verdict"] == "differs" and "vegas 8.1" in r[LAB1_CLAIMS[6]]["quick"]
 
 
-def test_lab1_verdicts_follow_the_measurements(monkeypatch):
-    root = needs(LAB1, "lab1")
+def test_lab1_verdicts_follow_the_measurements(monkeypatch, lab1_run):
+    root = lab1_run
     monkeypatch.setattr(labkit, "vegas_queue", lambda *a, **k: 100.0)     # 60 % of the buffer
     monkeypatch.setattr(labkit, "added_delay", lambda *a, **k: labkit.pd.DataFrame(
         {"experiment": ["lab1-wired"] * 4, "cca": ["reno", "cubic", "vegas", "bbr"],
@@ -94,9 +109,9 @@ def test_lab1_verdicts_follow_the_measurements(monkeypatch):
     assert r[LAB1_CLAIMS[2]]["verdict"] == "reproduced"
 
 
-def test_lab2_section_from_a_reference_run():
+def test_lab2_section_from_a_reference_run(lab2_run):
     extra = []
-    rows = scorecard.starlink_rows({"quick": needs(LAB2, "lab2")}, extra)
+    rows = scorecard.starlink_rows({"quick": lab2_run}, extra)
     assert [r["claim"] for r in rows] == LAB2_CLAIMS
     r = by_claim(rows)
     p1 = r[LAB2_CLAIMS[0]]
@@ -114,15 +129,15 @@ def test_lab2_section_from_a_reference_run():
     assert len(extra) == 1 and "quick: 5 handovers" in extra[0] and "reports nothing on handovers" in extra[0]
 
 
-def test_lab2_share_verdict_follows_the_measurement(monkeypatch):
-    root = needs(LAB2, "lab2")
+def test_lab2_share_verdict_follows_the_measurement(monkeypatch, lab2_run):
+    root = lab2_run
     monkeypatch.setattr(labkit, "share", lambda *a, **k: 60.0)
     share = by_claim(scorecard.starlink_rows({"quick": root}))[LAB2_CLAIMS[5]]
     assert share["quick"] == "BBR 60.0 % of the bytes while both ran" and share["verdict"] == "reproduced"
 
 
-def test_a_run_edited_after_it_was_made_is_refused(tmp_path):
-    src = needs(LAB2, "lab2")
+def test_a_run_edited_after_it_was_made_is_refused(tmp_path, lab2_run):
+    src = lab2_run
     shutil.copytree(src / "lab2", tmp_path / "quick" / "lab2")
     out = tmp_path / "sc.md"
     assert scorecard.main(["--results", str(tmp_path), "--out", str(out)]) == 0
@@ -151,10 +166,9 @@ def test_an_edited_synthetic_run_is_refused_naming_the_lab(tmp_path):
         scorecard.main(["--results", str(tmp_path), "--out", str(tmp_path / "sc.md")])
 
 
-def test_modes_without_results_say_not_run(tmp_path):
+def test_modes_without_results_say_not_run(tmp_path, lab1_run):
     (tmp_path / "quick").mkdir()
-    if (LAB1 / "lab1" / "record.json").is_file():
-        (tmp_path / "quick" / "lab1").symlink_to(LAB1 / "lab1")
+    (tmp_path / "quick" / "lab1").symlink_to(lab1_run / "lab1")
     out = tmp_path / "sc.md"
     assert scorecard.main(["--results", str(tmp_path), "--out", str(out)]) == 0
     text = out.read_text()
@@ -166,10 +180,8 @@ def test_modes_without_results_say_not_run(tmp_path):
     for claim in LAB1_CLAIMS[:-1]:
         cells = table_row(text, claim)
         assert cells[3] == "not run"                              # no full-mode results
-        if (LAB1 / "lab1" / "record.json").is_file():
-            assert cells[2] != "not run" and cells[4] in ("reproduced", "differs")
-    if (LAB1 / "lab1" / "record.json").is_file():
-        assert re.search(r"^\| lab1 \| quick \| 2026-11-23T01:11:38Z \| 3 \(3\) \|", text, re.M)
+        assert cells[2] != "not run" and cells[4] in ("reproduced", "differs")
+    assert re.search(r"^\| lab1 \| quick \| 2026-11-23T01:11:38Z \| 3 \(3\) \|", text, re.M)
     assert table_row(text, LAB1_CLAIMS[-1])[4] == "not reproducible here"
 
 
@@ -179,3 +191,17 @@ def test_comparisons_use_intervals_or_ties():
     assert scorecard._vs([10, 10.2, 9.8], [5, 5.1, 4.9]) == "higher"
     assert scorecard._vs([10, 12], [11, 13]) == "inconclusive"    # intervals overlap
     assert scorecard._vs([], [1.0]) == "inconclusive"
+
+
+def test_a_claim_a_limited_run_cannot_test_is_judged_on_the_other_mode():
+    """A full-mode run limited to BBR and CUBIC cannot say whether BBR leads a field of algorithms:
+    that row judges quick mode, and the full cell says why it is empty."""
+    measured = {"quick": {"p1": {"bbr": [6.0], "cubic": [2.0], "reno": [2.1]}},
+                "full": {"p1": {"bbr": [6.1, 6.2], "cubic": [1.9, 2.0]}}}
+    field = (lambda m: len(m["p1"]) > 2, lambda m: f"the run holds {' and '.join(sorted(m['p1']))} only")
+    row = scorecard._row("c", "s", measured, lambda m: f"{len(m['p1'])} algorithms",
+                         lambda m, mode: ("reproduced", f"judged on {mode}"), needs=field)
+    assert row["quick"] == "3 algorithms" and row["full"] == "not run: the run holds bbr and cubic only"
+    assert row["verdict"] == "reproduced" and row["why"] == "judged on quick"
+    row = scorecard._row("c", "s", {"full": measured["full"]}, str, lambda m, mode: ("x", ""), needs=field)
+    assert row["verdict"] == "not run" and row["quick"] == "not run" and row["full"].startswith("not run: ")

@@ -10,6 +10,7 @@ reproduction scorecard reads them from results/scorecard/)."""
 from __future__ import annotations
 
 import csv
+import json
 import os
 import shutil
 import sys
@@ -31,6 +32,7 @@ def run_master(lab: str, work: Path, hidden_at_least: int):
     try:
         nb, took = rm.execute(lab, work, "quick")
     except rm.LabFailed as e:
+        print(measured(lab, work / "submission"))
         raise AssertionError(str(e)) from None
     print(f"{lab}: {took:.0f} s in quick mode")
     keep = os.environ.get("CCLAB_LABS_KEEP")
@@ -40,6 +42,29 @@ def run_master(lab: str, work: Path, hidden_at_least: int):
     assert len(hidden) >= hidden_at_least and all(c.get("execution_count") for c in hidden)
     assert took <= BUDGET_S, f"{lab} took {took:.0f} s in quick mode (budget {BUDGET_S} s)"
     return nb
+
+
+def measured(lab: str, root: Path) -> str:
+    """What the runs of a failed notebook measured, for the test log (the scratch folder does not
+    outlive the VM): each run's fidelity checks with their measured values, each flow's goodput."""
+    sys.path.insert(0, str(KIT / "notebooks"))
+    import labkit
+    lines = [f"[{lab}] what the runs measured ({root}):"]
+    try:
+        for d in labkit.run_dirs(lab, root):
+            fid = json.loads((d / "manifest.json").read_text()).get("fidelity") or {}
+            checks = ", ".join(
+                f"{c['name']}{'/' + c['direction'] if c.get('direction') else ''}={c['ok']}"
+                + (f" ({c['measured']:.3g})" if isinstance(c.get("measured"), (int, float)) else "")
+                for c in fid.get("checks") or [])
+            lines.append(f"  {d.parent.name}/{d.name}: fidelity ok={fid.get('ok')}: {checks}")
+        g = labkit.goodput(lab, root)
+        if len(g):
+            lines.append(g[["experiment", "flow", "cca", "streams", "mbps", "retransmits"]]
+                         .to_string(index=False))
+    except Exception as e:          # a run that did not get far enough to leave its files
+        lines.append(f"  (no more: {type(e).__name__}: {e})")
+    return "\n".join(lines)
 
 
 def grade_run(lab: str, work: Path, tmp: Path) -> dict:

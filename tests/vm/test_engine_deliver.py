@@ -21,19 +21,32 @@ guest is software-emulated); tolerances are those measured in the VM, see each a
 """
 import json
 import statistics
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from cclab import results, tc, topo
+from cclab import measure, results, tc, topo
 from cclab.analysis import tshark
+from cclab.profiles import KIT_DIR
 from cclab.spec import Experiment, Flow
 from cclab.tc import LinkState
 
 from runwatch import Watch, in_ns, one_way, qdiscs, sysctl
-from test_engine import link_rate, near, run, udp_loss
+from test_engine import link_rate, near, once_more_if_udp_stalled, run, run_once, udp_loss
+
+
+def watched_run(tmp_path_factory, watch, profile, flows, **kw):
+    """(run folder, manifest, what the watcher saw) of one run made while a fresh `watch()`
+    looked in; a run whose UDP flow never started is made again, with a new watcher."""
+    def attempt(_):
+        with watch() as w:
+            d, man = run_once(tmp_path_factory.mktemp(profile), profile, flows, **kw)
+        return d, man, w.check()
+    return once_more_if_udp_stalled(attempt)
 
 
 def profile_of(profile, override):
@@ -114,10 +127,8 @@ def leo(tmp_path_factory):
     flows = [Flow(cca="cubic", protocol="udp", rate="50mbit", length=1400, duration=LEO_LENGTH),
              Flow(cca="cubic", protocol="udp", rate="2mbit", length=200, direction="up",
                   duration=LEO_LENGTH)]
-    with Watch(leo_watch) as w:
-        d, man = run(tmp_path_factory.mktemp("leo"), "leo", flows, override=LEO_OVERRIDE,
-                     ping=False, ss=False)
-    snaps = w.check()
+    d, man, snaps = watched_run(tmp_path_factory, lambda: Watch(leo_watch), "leo", flows,
+                                override=LEO_OVERRIDE, ping=False, ss=False)
     t0 = man["start_epoch"]
     snaps = {k: [(round(a - t0, 3), round(b - t0, 3), q) for a, b, q in v]
              for k, v in snaps.items()}
@@ -141,7 +152,9 @@ def pairs_of(ch, direction, outage=0.04):
 def test_link_changes_keep_counters_and_queue(leo):
     d, man, snaps, ch = leo
     down = snaps["down"]
-    assert len(down) >= 30, len(down)
+    # a snapshot pair (down, up) takes 0.2-0.3 s in the guest (two nsenter + tc), so 8.7 s
+    # give 29-40 of each; the checks around each change below say whether they were enough
+    assert len(down) >= 20, len(down)
     # Nothing queued vanishes and no counter restarts: a deleted and re-added (or replaced)
     # qdisc would start again from zero and drop its queue uncounted.
     # (The kernel reads the packet counter a moment before the queue length, so a dequeue in
@@ -293,9 +306,8 @@ def geo(tmp_path_factory):
                   start=GEO_START, duration=6),
              Flow(cca="cubic", protocol="udp", rate="20mbit", length=1400, start=GEO_START,
                   duration=6)]
-    with Watch(geo_watch, listener="cc-s1") as w:
-        d, man = run(tmp_path_factory.mktemp("geo"), "geo", flows, ping=False, ss=False)
-    return d, man, w.check()
+    return watched_run(tmp_path_factory, lambda: Watch(geo_watch, listener="cc-s1"), "geo",
+                       flows, ping=False, ss=False)
 
 
 def test_geo_one_way_delays(geo):
@@ -361,10 +373,9 @@ def asym(tmp_path_factory):
              Flow(cca="cubic", protocol="udp", rate="3mbit", length=64, direction="up",
                   start=ASYM_START, duration=5)]
     root = {k: Path("/proc/sys/" + k.replace(".", "/")).read_text().split() for k in SYSCTLS}
-    with Watch(asym_watch) as w:
-        d, man = run(tmp_path_factory.mktemp("asym"), "wired", flows, override=ASYM_OVERRIDE,
-                     ping=False, capture=True)
-    return d, man, w.check(), root
+    d, man, seen = watched_run(tmp_path_factory, lambda: Watch(asym_watch), "wired", flows,
+                               override=ASYM_OVERRIDE, ping=False, capture=True)
+    return d, man, seen, root
 
 
 def test_per_direction_delay(asym):
@@ -542,16 +553,21 @@ def test_search_event_table(events):
         (se.elapsed_us.tolist(), (se.t - t_start).tolist())
 
 
-# ---------------------------------------------------------------- an unavailable module
+# ---------------------------------------------------------------- runs that stop early
+
+def world():
+    """The VM's namespaces, interfaces and iperf3 processes: a stopped run leaves none."""
+    netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    links = json.loads(subprocess.run(["ip", "-j", "link", "show"], capture_output=True,
+                                      text=True).stdout)
+    iperf = subprocess.run(["pgrep", "-x", "iperf3"], capture_output=True, text=True).stdout
+    return sorted(netns.split()), sorted(link["ifname"] for link in links), iperf.split()
+
 
 def test_unavailable_module_stops_before_any_flow(tmp_path):
     """A flow whose congestion control cannot be loaded (its .ko is not a module) stops the
     run with one line naming it, before anything is created: no namespace, interface,
     iperf3 process or result folder, and the algorithm beside it never starts."""
-    import subprocess
-    import sys
-
-    from cclab.profiles import KIT_DIR
     from cclab.spec import available_ccas
 
     ko = tmp_path / "tcp_nosuch.ko"
@@ -561,13 +577,6 @@ def test_unavailable_module_stops_before_any_flow(tmp_path):
                     '[override]\npairs = 2\n'
                     '[[flow]]\ncca = "cubic"\nduration = "2s"\n'
                     '[[flow]]\ncca = "nosuch"\nduration = "2s"\n')
-
-    def world():
-        netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-        links = json.loads(subprocess.run(["ip", "-j", "link", "show"], capture_output=True,
-                                          text=True).stdout)
-        iperf = subprocess.run(["pgrep", "-x", "iperf3"], capture_output=True, text=True).stdout
-        return sorted(netns.split()), sorted(link["ifname"] for link in links), iperf.split()
 
     before = world()
     out = tmp_path / "out"
@@ -581,3 +590,35 @@ def test_unavailable_module_stops_before_any_flow(tmp_path):
     assert world() == before
     assert not out.exists() or not any(out.iterdir()), list(out.rglob("*"))
     assert "nosuch" not in available_ccas()
+
+
+def drop_udp_at_c1(nodes):
+    """The receiver's interface drops every UDP datagram arriving from the path, so iperf3's
+    UDP handshake datagram never reaches its server (the control connection is TCP)."""
+    dev = topo.host_dev("cc-c1")
+    in_ns(nodes["cc-c1"], "tc", "qdisc", "add", "dev", dev, "ingress")
+    in_ns(nodes["cc-c1"], "tc", "filter", "add", "dev", dev, "ingress", "protocol", "ip",
+          "flower", "ip_proto", "udp", "action", "drop")
+
+
+def test_a_udp_flow_that_never_started_is_named(tmp_path):
+    spec = tmp_path / "stall.toml"
+    spec.write_text('name = "stall"\nprofile = "wired"\n'
+                    '[[flow]]\ncca = "cubic"\nprotocol = "udp"\nrate = "1mbit"\n'
+                    'start = "2s"\nduration = "1s"\n')
+    out = tmp_path / "out"
+    before = world()
+    with Watch(drop_udp_at_c1) as w:
+        r = subprocess.run([sys.executable, "-m", "cclab", "run", str(spec), "--out", str(out)],
+                           capture_output=True, text=True, timeout=120, cwd=KIT_DIR)
+    w.check()
+    print(r.stderr)
+    assert r.returncode == 1, (r.returncode, r.stdout, r.stderr)
+    last = r.stderr.strip().splitlines()[-1]
+    assert "did not finish" in last and "UDP flow(s) 1 never sent data" in last, last
+    assert "run the experiment again" in last
+    (d,) = [p.parent for p in out.rglob("manifest.json")]
+    man = results.read_manifest(d)
+    assert man["status"] == "incomplete" and "never sent data" in man["error"]
+    assert measure.udp_never_started(measure.read_json(d / "raw" / "iperf-1.json"))
+    assert world() == before

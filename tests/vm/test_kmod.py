@@ -102,7 +102,10 @@ class SsWatcher:
                 m = re.search(r"bytes_acked:(\d+)", info)
                 if not m and not rec["bytes_acked"]:
                     rec["ccs"] = {t for t in info.split() if t in self.names}
-                if m and int(m.group(1)) >= rec["bytes_acked"]:
+                # Only an open socket carries the module's info block: the kernel asks the
+                # module for it below TIME-WAIT, and once the receiver has closed (the test's
+                # end) the sender's socket is in CLOSE-WAIT with the same bytes_acked.
+                if m and head.split()[0] == "ESTAB" and int(m.group(1)) >= rec["bytes_acked"]:
                     # the algorithm the socket runs now (iperf3 may switch it
                     # only after connect(), so early samples can name the default)
                     rec["bytes_acked"] = int(m.group(1))
