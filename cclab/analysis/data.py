@@ -119,11 +119,14 @@ class RunData:
         except (TypeError, ValueError):
             return math.nan
 
-    def delay_line_packets(self, direction: str, rate: float | None = None) -> float:
-        """Packets netem holds while they are 'on the wire' (rate x one-way delay)."""
+    def delay_line_packets(self, direction: str, rate: float | None = None,
+                           packet_bytes: float = MTU) -> float:
+        """Packets netem holds while they are 'on the wire' (rate x one-way delay), for packets
+        of packet_bytes (a stream of small datagrams keeps many more of them on the wire)."""
         d = self.direction(direction)
         r = self.rate(direction) if rate is None else rate
-        return r * (float(d.get("delay") or 0) + float(d.get("jitter") or 0)) / (8 * MTU)
+        size = packet_bytes if packet_bytes > 0 else MTU
+        return r * (float(d.get("delay") or 0) + float(d.get("jitter") or 0)) / (8 * size)
 
     def data_directions(self) -> list[str]:
         fl = self.table("flows")

@@ -95,7 +95,8 @@ def active_window(run: RunData, direction: str) -> tuple[float, float]:
 
 def _qdisc_intervals(run: RunData, direction: str, a: float, b: float) -> pd.DataFrame:
     """Consecutive root-qdisc sample pairs inside [a, b]: dt, dbytes, dpackets, the rate, the
-    queue (backlog less the delay line at the interval's rate) at both ends, expected rate."""
+    queue (backlog less the delay line at the interval's rate and mean packet size) at both
+    ends, expected rate."""
     q = metrics.qdisc_root(run, direction)
     if len(q) < 2:
         return pd.DataFrame()
@@ -110,7 +111,8 @@ def _qdisc_intervals(run: RunData, direction: str, a: float, b: float) -> pd.Dat
     iv["dt"] = iv["t1"] - iv["t0"]
     iv = iv[(iv["dt"] > 0) & (iv["dbytes"] >= 0)].reset_index(drop=True)
     iv["rate"] = iv["dbytes"] * 8 / iv["dt"]
-    dl = np.array([run.delay_line_packets(direction, r) for r in iv["rate"]])
+    size = np.where(iv["dpackets"] > 0, iv["dbytes"] / iv["dpackets"].where(iv["dpackets"] > 0, 1), MTU)
+    dl = np.array([run.delay_line_packets(direction, r, s) for r, s in zip(iv["rate"], size)])
     iv["q0"], iv["q1"] = iv["b0"] - dl, iv["b1"] - dl
     iv["expected"] = [run.expected_rate(direction, x, y) for x, y in zip(iv["t0"], iv["t1"])]
     return iv

@@ -26,7 +26,8 @@ import time
 
 import pytest
 
-from cclab import results, runner, state, traces
+from cclab import profiles, results, runner, state, traces
+from cclab.analysis import fidelity
 from cclab.profiles import KIT_DIR
 from cclab.spec import Experiment, Flow, Measure
 
@@ -58,6 +59,31 @@ def run_once(tmp_path, profile, flows, override=None, **measure):
     man = results.read_manifest(d)
     assert man["status"] == "complete", man["error"]
     return d, man
+
+
+def run_for_rate(tmp_path, profile, flows, window, rate, override=None, **measure):
+    """run(), once more if flow 1's goodput in window falls short of rate while the kit's
+    fidelity verdict says the emulator did not keep up.  The guest is software-emulated, so a
+    busy host starves it: beside a CPU hog on the host, one cubic flow on the wired profile got
+    29-68 % of 50 Mbit/s and one reno flow 43-54 %, and for the reno runs the verdict named the
+    cause (a CPU 100 % busy, the queue served at 42 % of its rate).  A shortfall in a run the
+    verdict trusts fails at once."""
+    for attempt in ("", "again"):
+        d, man = run(tmp_path / attempt, profile, flows, override, **measure)
+        got = goodput(d, 1, *window)
+        if abs(got - rate) <= 0.10 * rate or attempt:
+            break
+        v = fidelity.verdict(d)
+        print(f"\nflow 1: {got / 1e6:.1f} of {rate / 1e6:.1f} Mbit/s; {fidelity.summary_line(v)}")
+        if v["ok"]:
+            break
+        print("running again: the emulator did not keep up with this run")
+    return d, man
+
+
+def trust(d):
+    """The fidelity verdict on a run, for an assertion's message."""
+    return fidelity.summary_line(fidelity.verdict(d))
 
 
 def idle_rtt(d, before):
@@ -121,10 +147,11 @@ def assert_cca(d, want):
 
 def test_wired(tmp_path):
     # the probe starts 1.5 s after the flow's planned end: its test begins once it is connected
-    d, man = run(tmp_path, "wired", [Flow(cca="cubic", start=2, duration=7), udp_probe(10.5)],
-                 tcp_probe=True, cpu=True)
+    flows = [Flow(cca="cubic", start=2, duration=7), udp_probe(10.5)]
+    d, man = run_for_rate(tmp_path, "wired", flows, (5, 9.2), 50e6 * PAYLOAD,
+                          tcp_probe=True, cpu=True)
     assert near(idle_rtt(d, 1.9), 40.0)
-    assert near(goodput(d, 1, 5, 9.2), 50e6 * PAYLOAD)
+    assert near(goodput(d, 1, 5, 9.2), 50e6 * PAYLOAD), trust(d)
     assert_no_loss(d, 2)
     fl = results.load(d, "flows")
     assert fl.cca_iperf[0] == "cubic" and fl.cca_ss[0] == "cubic"
@@ -169,10 +196,10 @@ def test_wired(tmp_path):
 
 def test_starlink_seed_rate_and_rtt(tmp_path):
     # The seed's links without the random loss: tbf's 10 Mbit/s and the 50 ms of netem.
-    d, _ = run(tmp_path, "starlink-seed", [Flow(cca="cubic", start=1.5, duration=6)],
-               override={"down": {"loss": 0}})
+    d, _ = run_for_rate(tmp_path, "starlink-seed", [Flow(cca="cubic", start=1.5, duration=6)],
+                        (3.5, 7.7), 10e6 * PAYLOAD, override={"down": {"loss": 0}})
     assert near(idle_rtt(d, 1.4), 50.0)
-    assert near(goodput(d, 1, 3.5, 7.7), 10e6 * PAYLOAD)
+    assert near(goodput(d, 1, 3.5, 7.7), 10e6 * PAYLOAD), trust(d)
 
 
 def test_starlink_seed_loss(tmp_path):
@@ -274,8 +301,8 @@ def base_rtt(tmp_path_factory):
 
 
 def test_wifi(tmp_path, base_rtt):
-    d, man = run(tmp_path, "wifi", [Flow(cca="cubic", start=3, duration=6), udp_probe(9.5)],
-                 ping_interval=0.02)
+    flows = [Flow(cca="cubic", start=3, duration=6), udp_probe(9.5)]
+    d, man = run_for_rate(tmp_path, "wifi", flows, (5, 9.2), 50e6 * PAYLOAD, ping_interval=0.02)
     # Idle RTT: the profile's 3 ms each way with +-2 ms jitter, plus the wait for an
     # aggregation slot (0.8-10 ms) in each direction; see slot_one_way for the mean.
     down, up = man["profile"]["down"], man["profile"]["up"]
@@ -286,7 +313,7 @@ def test_wifi(tmp_path, base_rtt):
     assert len(rtt) >= 80, len(rtt)                # SE of the mean ~ 3.7 ms / sqrt(n)
     print(f"wifi idle RTT: model {model:.2f} ms + VM {base_rtt:.2f} ms")
     assert near(rtt.mean(), model + base_rtt)
-    assert near(goodput(d, 1, 5, 9.2), 50e6 * PAYLOAD)
+    assert near(goodput(d, 1, 5, 9.2), 50e6 * PAYLOAD), trust(d)
     assert_no_loss(d, 2)
 
 
@@ -339,11 +366,12 @@ LEO_STATIC = {"dynamics": {"align": "start", "offset": "1000s"}}
 def test_leo_rate_and_rtt(tmp_path):
     # The profile's initial 80 Mbit/s down and 15 ms each way, with the 1 % loss off (Mathis)
     override = dict(LEO_STATIC, down={"loss": 0}, up={"loss": 0})
-    d, man = run(tmp_path, "leo", [Flow(cca="cubic", start=2, duration=6)], override=override,
-                 ss=False)
+    rate = profiles.load("leo", override).down.rate * PAYLOAD
+    d, man = run_for_rate(tmp_path, "leo", [Flow(cca="cubic", start=2, duration=6)], (4, 8.2),
+                          rate, override=override, ss=False)
     assert results.load(d, "changes").empty
     assert near(idle_rtt(d, 1.9), 30.0)
-    assert near(goodput(d, 1, 4, 8.2), man["profile"]["down"]["rate"] * PAYLOAD)
+    assert near(goodput(d, 1, 4, 8.2), man["profile"]["down"]["rate"] * PAYLOAD), trust(d)
 
 
 def test_leo_loss(tmp_path):
