@@ -111,7 +111,7 @@ def _qdisc_intervals(run: RunData, direction: str, a: float, b: float) -> pd.Dat
     iv["dt"] = iv["t1"] - iv["t0"]
     iv = iv[(iv["dt"] > 0) & (iv["dbytes"] >= 0)].reset_index(drop=True)
     iv["rate"] = iv["dbytes"] * 8 / iv["dt"]
-    size = np.where(iv["dpackets"] > 0, iv["dbytes"] / iv["dpackets"].where(iv["dpackets"] > 0, 1), MTU)
+    size = (iv["dbytes"] / iv["dpackets"]).where(iv["dpackets"] > 0, MTU)    # mean packet bytes
     dl = np.array([run.delay_line_packets(direction, r, s) for r, s in zip(iv["rate"], size)])
     iv["q0"], iv["q1"] = iv["b0"] - dl, iv["b1"] - dl
     iv["expected"] = [run.expected_rate(direction, x, y) for x, y in zip(iv["t0"], iv["t1"])]
