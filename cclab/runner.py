@@ -360,6 +360,7 @@ class Run:
             self.cpu = CpuSampler(hz=m.cpu_hz).start()
         self.net = topo.Network(exp, on_node=self.state.add_node)
         self.net.start()
+        self.manifest["node_socket_buckets"] = self.net.socket_buckets
         self._snapshot()
         ports = [exp.port(i) for i in range(len(exp.flows))]
         # measurements

@@ -21,6 +21,7 @@ import math
 import re
 import shlex
 import subprocess
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from . import dynamics, tc
@@ -28,6 +29,15 @@ from .profiles import MTU, Profile, Reconfigure
 
 PREFIX = "cc-"
 R1, R2 = "cc-r1", "cc-r2"
+
+# Each node gets a TCP socket table of its own with this many buckets.  The socket sampler's
+# sock_diag dump walks every bucket of its namespace's table, 20 times a second per sender; a
+# namespace otherwise shares the machine's table, sized from its memory (65,536 buckets in the
+# 6 GiB lab VM).  Walking that cost the software-emulated VM more than half a CPU in a lab 1 run
+# (four senders): the emulated link then lost its CPU headroom.  A node holds a few sockets.
+# Linux reads net.ipv4.tcp_child_ehash_entries (6.1 and later) when a namespace is created.
+CHILD_EHASH = "/proc/sys/net/ipv4/tcp_child_ehash_entries"
+NODE_SOCKET_BUCKETS = 256
 CORE1, CORE2 = "cc-r1-core", "cc-r2-core"
 CORE1_ADDR, CORE2_ADDR = "10.255.0.1", "10.255.0.2"      # the routers' /30 core link
 MiB = 1 << 20
@@ -316,6 +326,26 @@ def make_topo(profile: Profile):
     return Dumbbell()
 
 
+@contextmanager
+def own_socket_tables(buckets: int, path: str = CHILD_EHASH):
+    """Namespaces created inside get their own TCP socket table (yields its size), or share the
+    machine's on a kernel without per-namespace tables (yields None).  The machine's setting
+    is put back on the way out: it applies to every namespace created while it is set."""
+    try:
+        with open(path) as f:
+            before = f.read().strip()
+    except OSError:
+        yield None
+        return
+    with open(path, "w") as f:
+        f.write(str(buckets))
+    try:
+        yield buckets
+    finally:
+        with open(path, "w") as f:
+            f.write(before)
+
+
 class Network:
     """The Mininet network of one run.  `on_node(name, pid)` reports every namespace as it
     comes up, so the run's state file lists it before anything else can go wrong."""
@@ -324,6 +354,7 @@ class Network:
         self.experiment = experiment
         self.on_node = on_node
         self.net = None
+        self.socket_buckets = None     # each node's TCP socket table, or None: the machine's
 
     def start(self) -> None:
         from mininet.link import Link
@@ -336,9 +367,10 @@ class Network:
                            build=False, autoSetMacs=False)
         topo = make_topo(self.experiment.link)
         # Build node by node so every namespace is recorded the moment it exists.
-        for name in topo.nodes():
-            node = self.net.addHost(name, **topo.nodeInfo(name))
-            self.on_node(name, node.pid)
+        with own_socket_tables(NODE_SOCKET_BUCKETS) as self.socket_buckets:
+            for name in topo.nodes():
+                node = self.net.addHost(name, **topo.nodeInfo(name))
+                self.on_node(name, node.pid)
         for _a, _b, info in topo.links(sort=True, withInfo=True):
             self.net.addLink(**info)
         self.net.built = True

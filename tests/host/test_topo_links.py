@@ -159,3 +159,23 @@ def test_words_a_batch_line_cannot_carry_stay_plain_commands():
     assert not topo._groupable(["ip", "-j", "link"])
     assert not topo._groupable(["tc", "qdisc", "add", "dev", "x", "root", "netem", "delay", "1 ms"])
     assert not topo._groupable(["sysctl", "-w", "a=b"])
+
+
+def test_namespaces_get_their_own_socket_table_and_the_machine_setting_comes_back(tmp_path):
+    knob = tmp_path / "tcp_child_ehash_entries"
+    knob.write_text("0\n")
+    with topo.own_socket_tables(256, str(knob)) as buckets:
+        assert buckets == 256
+        assert knob.read_text() == "256"
+    assert knob.read_text() == "0"
+    try:
+        with topo.own_socket_tables(256, str(knob)):
+            raise RuntimeError("a node failed to start")
+    except RuntimeError:
+        pass
+    assert knob.read_text() == "0"
+
+
+def test_a_kernel_without_per_namespace_socket_tables_shares_the_machines(tmp_path):
+    with topo.own_socket_tables(256, str(tmp_path / "missing")) as buckets:
+        assert buckets is None

@@ -339,7 +339,7 @@ def test_geo_up_rate(geo):
 # down: 5 ms, no loss, a deep buffer (Reno's bursts must not overflow it); up: 25 ms, 5 % loss
 ASYM_OVERRIDE = {"down": {"delay": "5ms", "loss": 0, "buffer": 1000},
                  "up": {"delay": "25ms", "loss": 5}}
-ASYM_START = 7
+ASYM_START = 10
 
 
 def asym_watch(nodes):
@@ -356,6 +356,8 @@ def asym_watch(nodes):
         out["sysctl"][node] = {k: sysctl(nodes[node], k) for k in SYSCTLS}
     for node in (topo.R1, topo.R2):
         out["sysctl"][node] = {"net.ipv4.ip_forward": sysctl(nodes[node], "net.ipv4.ip_forward")}
+    # the size of the node's own TCP socket table (negative: it shares the machine's)
+    out["ehash"] = {node: int(sysctl(pid, "net.ipv4.tcp_ehash_entries")) for node, pid in nodes.items()}
     warm_up(nodes)
     out["delays"] = both_ways(nodes, n=60)
     assert until(t_ready, ASYM_START - 0.3), "the watcher ran into the flows"
@@ -373,8 +375,10 @@ def asym(tmp_path_factory):
              Flow(cca="cubic", protocol="udp", rate="3mbit", length=64, direction="up",
                   start=ASYM_START, duration=5)]
     root = {k: Path("/proc/sys/" + k.replace(".", "/")).read_text().split() for k in SYSCTLS}
+    root["child_ehash"] = Path(topo.CHILD_EHASH).read_text().split()
     d, man, seen = watched_run(tmp_path_factory, lambda: Watch(asym_watch), "wired", flows,
                                override=ASYM_OVERRIDE, ping=False, capture=True)
+    root["child_ehash_after"] = Path(topo.CHILD_EHASH).read_text().split()
     return d, man, seen, root
 
 
@@ -442,6 +446,18 @@ def test_sysctls_set_inside_the_namespaces(asym):
         assert seen["sysctl"][r]["net.ipv4.ip_forward"] == "1"
     fl = results.load(d, "flows")
     assert fl.cca_ss[0] == "reno"
+
+
+def test_each_node_has_its_own_small_socket_table(asym):
+    # The socket sampler's dumps walk the whole table of a node's namespace: the engine gives
+    # every node a small one of its own, and leaves the machine's setting as it found it.
+    d, man, seen, root = asym
+    print("tcp_ehash_entries per node:", seen["ehash"], "root:", root["child_ehash"],
+          root["child_ehash_after"])
+    assert seen["ehash"] == {n: topo.NODE_SOCKET_BUCKETS for n in seen["ehash"]}
+    assert len(seen["ehash"]) == 4
+    assert man["node_socket_buckets"] == topo.NODE_SOCKET_BUCKETS
+    assert root["child_ehash_after"] == root["child_ehash"] != [str(topo.NODE_SOCKET_BUCKETS)]
 
 
 def test_capture_holds_the_flow(asym):
