@@ -69,6 +69,12 @@ def schedule(profile: Profile, seed: int, start_epoch: float, length: float) -> 
     return _reconfigure(profile, dyn, seed, start_epoch, length)
 
 
+def on_wall_clock(profile: Profile) -> bool:
+    """Whether the link's changes depend on the time of day the run starts."""
+    dyn = profile.dynamics
+    return isinstance(dyn, Reconfigure) and dyn.align != "start"
+
+
 def _reconfigure(profile: Profile, r: Reconfigure, seed: int, start_epoch: float,
                  length: float) -> list[Change]:
     rng = random.Random(seed)

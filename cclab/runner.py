@@ -409,6 +409,12 @@ class Run:
         if exp.link.dynamics is not None:
             for node in sorted({s.node for s in topo.shaped(exp.link)}):
                 self._tc_batch(node)                # started now, not on the timeline
+        limit = exp.planned_length()
+        if any(f.bytes is not None for f in exp.flows):
+            limit = exp.time_limit
+        # The link changes are worked out before t = 0: reading a trace takes a quarter of a
+        # second in the software-emulated VM, and a trace's first changes are due 0.1 s in.
+        changes = dynamics.schedule(exp.link, self.seed, time.time(), limit)
         # the timeline starts now: t = 0
         self.mono0 = time.monotonic()
         self.t0 = time.time()
@@ -416,10 +422,8 @@ class Run:
         self.manifest["start"] = iso(self.t0)
         if self.tracer is not None:
             self.manifest["probe_clock"] = "mono"
-        limit = exp.planned_length()
-        if any(f.bytes is not None for f in exp.flows):
-            limit = exp.time_limit
-        changes = dynamics.schedule(exp.link, self.seed, self.t0, limit)
+        if dynamics.on_wall_clock(exp.link):       # placed again on the real start (cheap)
+            changes = dynamics.schedule(exp.link, self.seed, self.t0, limit)
         if changes:
             # Link changes run on their own thread: starting a flow (a process) takes long
             # enough in the VM to make a change late if both shared this loop.

@@ -165,6 +165,17 @@ def test_leo_short_period_from_start():
     assert dynamics.instants(leo.dynamics, 123.4, 10) == [1.0, 4.0, 7.0]
 
 
+def test_only_wall_clock_reconfigurations_depend_on_the_start_time():
+    # the runner works a schedule out before t = 0 and again at t = 0 only when this is true
+    leo = profiles.load("leo")
+    assert dynamics.on_wall_clock(leo)
+    assert dynamics.schedule(leo, 1, 5.0, 60) != dynamics.schedule(leo, 1, 9.0, 60)
+    for p in (profiles.load("leo", {"dynamics": {"align": "start"}}), profiles.load("cellular"),
+              profiles.load("wired")):
+        assert not dynamics.on_wall_clock(p)
+        assert dynamics.schedule(p, 1, 5.0, 60) == dynamics.schedule(p, 1, 9.0, 60)
+
+
 def test_cellular_schedule_follows_trace():
     cell = profiles.load("cellular")
     ch = [c for c in dynamics.schedule(cell, 1, 0, 10) if c.direction == "down"]

@@ -9,6 +9,7 @@ network namespace (tc, ethtool, cat /proc/sys/net/..., python).
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 import threading
@@ -32,9 +33,44 @@ def run_nodes() -> dict[str, int]:
     return {name: n["pid"] for name, n in st.get("nodes", {}).items()}
 
 
-def qdiscs(pid: int, dev: str) -> list[dict]:
-    """`tc -s -j qdisc show dev DEV` in a node: every qdisc with its options and counters."""
-    return json.loads(in_ns(pid, "tc", "-s", "-j", "qdisc", "show", "dev", dev) or "[]")
+class NsShell:
+    """A shell kept open in a node's namespace: a command run through it starts one process,
+    not two (nsenter, then the command).  Each process start takes tens of milliseconds in
+    the software-emulated VM, which matters to a watcher that reads the qdiscs in a loop."""
+
+    END = "@@end-of-command@@"
+
+    def __init__(self, pid: int):
+        self.p = subprocess.Popen([a.format(pid=pid) for a in NSENTER] + ["sh"],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+    def run(self, *argv) -> str:
+        self.p.stdin.write(" ".join(shlex.quote(str(a)) for a in argv)
+                           + f"; printf '\\n%s\\n' {self.END}\n")
+        self.p.stdin.flush()
+        lines = []
+        for line in self.p.stdout:
+            if line.rstrip("\n") == self.END:
+                return "".join(lines)
+            lines.append(line)
+        raise RuntimeError(f"the shell in the namespace ended (exit {self.p.wait()})")
+
+    def close(self) -> None:
+        self.p.stdin.close()
+        self.p.wait(timeout=10)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def qdiscs(pid: int, dev: str, shell: NsShell | None = None) -> list[dict]:
+    """`tc -s -j qdisc show dev DEV` in a node: every qdisc with its options and counters
+    (through `shell`, a shell open in that node, when given)."""
+    argv = ("tc", "-s", "-j", "qdisc", "show", "dev", dev)
+    return json.loads((shell.run(*argv) if shell else in_ns(pid, *argv)).strip() or "[]")
 
 
 def sysctl(pid: int, key: str) -> str:

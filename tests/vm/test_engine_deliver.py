@@ -35,7 +35,7 @@ from cclab.profiles import KIT_DIR
 from cclab.spec import Experiment, Flow
 from cclab.tc import LinkState
 
-from runwatch import Watch, in_ns, one_way, qdiscs, sysctl
+from runwatch import NsShell, Watch, in_ns, one_way, qdiscs, sysctl
 from test_engine import link_rate, near, once_more_if_udp_stalled, run, run_once, udp_loss
 
 
@@ -110,16 +110,31 @@ PROBE_PPS = 1e6 / (200 * 8)
 
 
 def leo_watch(nodes):
-    """tc -s -j qdisc show of both core interfaces, about every 0.1 s, while the run lasts."""
+    """tc -s -j qdisc show of both core interfaces, each on its own thread through a shell
+    kept open in its router, every 0.03 s plus the time a read takes, while the run lasts."""
     t_ready = time.time()
-    down, up = [], []
-    while until(t_ready, LEO_LENGTH - 0.3):          # stop before the run's cleanup
-        for out, node, dev in ((down, "cc-r1", "cc-r1-core"), (up, "cc-r2", "cc-r2-core")):
-            t = time.time()
-            q = netem_of(qdiscs(nodes[node], dev))
-            out.append((t, time.time(), q))          # read between these two instants
-        time.sleep(0.03)
-    return {"down": down, "up": up}
+    out, errors = {"down": [], "up": []}, []
+
+    def watch(direction, node, dev):
+        try:
+            with NsShell(nodes[node]) as sh:
+                while until(t_ready, LEO_LENGTH - 0.3):          # stop before the run's cleanup
+                    t = time.time()
+                    q = netem_of(qdiscs(nodes[node], dev, sh))
+                    out[direction].append((t, time.time(), q))   # read between these instants
+                    time.sleep(0.03)
+        except Exception as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=watch, args=("down", "cc-r1", "cc-r1-core")),
+               threading.Thread(target=watch, args=("up", "cc-r2", "cc-r2-core"))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    return out
 
 
 @pytest.fixture(scope="module")

@@ -59,7 +59,9 @@ def test_jupyter_service_enabled_with_token_auth():
 def test_lab_user_can_capture(tmp_path):
     user = unit_field("User")
     out = f"/tmp/cclab-capture-{os.getpid()}.pcap"
-    ping = subprocess.Popen(["ping", "-i", "0.2", "-c", "15", "127.0.0.1"], stdout=subprocess.DEVNULL)
+    # The ping runs until the capture has ended: dumpcap takes seconds to start in the
+    # software-emulated VM (a ping of a fixed count was over before it listened, once).
+    ping = subprocess.Popen(["ping", "-i", "0.2", "127.0.0.1"], stdout=subprocess.DEVNULL)
     try:
         r = subprocess.run(["runuser", "-u", user, "--", "dumpcap", "-q", "-i", "lo",
                             "-a", "duration:2", "-w", out], capture_output=True, text=True, timeout=60)
@@ -67,6 +69,7 @@ def test_lab_user_can_capture(tmp_path):
         n = subprocess.run(["tshark", "-r", out, "-Y", "icmp"], capture_output=True, text=True)
         assert n.stdout.count("\n") > 0, "the lab user's capture holds no packets"
     finally:
-        ping.wait()
+        ping.terminate()
+        ping.wait(timeout=30)
         if os.path.exists(out):
             os.unlink(out)
