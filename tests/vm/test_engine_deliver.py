@@ -106,12 +106,13 @@ LEO_OVERRIDE = {"dynamics": {"period": "2s", "offset": "1.5s", "align": "start",
                              "down_rate": ["15mbit", "30mbit"]},
                 "up": {"buffer": 1000}}
 LEO_LENGTH = 9
+QDISC_HZ = 25          # the engine's own record of the qdiscs, fine enough around a 40 ms outage
 PROBE_PPS = 1e6 / (200 * 8)
 
 
 def leo_watch(nodes):
     """tc -s -j qdisc show of both core interfaces, each on its own thread through a shell
-    kept open in its router, every 0.03 s plus the time a read takes, while the run lasts."""
+    kept open in its router, every 0.1 s plus the time a read takes, while the run lasts."""
     t_ready = time.time()
     out, errors = {"down": [], "up": []}, []
 
@@ -122,7 +123,7 @@ def leo_watch(nodes):
                     t = time.time()
                     q = netem_of(qdiscs(nodes[node], dev, sh))
                     out[direction].append((t, time.time(), q))   # read between these instants
-                    time.sleep(0.03)
+                    time.sleep(0.1)
         except Exception as e:
             errors.append(e)
 
@@ -143,7 +144,7 @@ def leo(tmp_path_factory):
              Flow(cca="cubic", protocol="udp", rate="2mbit", length=200, direction="up",
                   duration=LEO_LENGTH)]
     d, man, snaps = watched_run(tmp_path_factory, lambda: Watch(leo_watch), "leo", flows,
-                                override=LEO_OVERRIDE, ping=False, ss=False)
+                                override=LEO_OVERRIDE, ping=False, ss=False, qdisc_hz=QDISC_HZ)
     t0 = man["start_epoch"]
     snaps = {k: [(round(a - t0, 3), round(b - t0, 3), q) for a, b, q in v]
              for k, v in snaps.items()}
@@ -167,9 +168,8 @@ def pairs_of(ch, direction, outage=0.04):
 def test_link_changes_keep_counters_and_queue(leo):
     d, man, snaps, ch = leo
     down = snaps["down"]
-    # a snapshot pair (down, up) takes 0.2-0.3 s in the guest (two nsenter + tc), so 8.7 s
-    # give 29-40 of each; the checks around each change below say whether they were enough
-    assert len(down) >= 20, len(down)
+    # one read of a direction takes 0.1-0.3 s in the guest (a tc process), so 8.7 s give 20-40
+    assert len(down) >= 15, len(down)
     # Nothing queued vanishes and no counter restarts: a deleted and re-added (or replaced)
     # qdisc would start again from zero and drop its queue uncounted.
     # (The kernel reads the packet counter a moment before the queue length, so a dequeue in
@@ -184,26 +184,27 @@ def test_link_changes_keep_counters_and_queue(leo):
     before = [q for _, t, q in down if t < first]
     assert before and before[-1]["drops"] > 0, "no drops before the first change: a reset " \
         "would not show"
-    # The engine's own 10 Hz record agrees: netem's drop counter only grows.
+    # The engine's own record (rtnetlink, in its process, QDISC_HZ) agrees: netem's drop
+    # counter only grows.
     q = results.load(d, "qdisc")
     q = q[(q.dev == "cc-r1-core") & (q.kind == "netem")].sort_values("t")
-    assert len(q) > 50 and (q.drops.diff().dropna() >= 0).all()
+    assert len(q) > 5 * LEO_LENGTH and (q.drops.diff().dropna() >= 0).all()
     # The backlog survives each change: after the first one the queue is full (50 Mbit/s
-    # into 15-30) and a change keeps it; only the 40 ms outage and the time between the two
-    # snapshots (<= 0.4 s, refilling) pass in between.
+    # into 15-30) and a change keeps it; only the 40 ms outage and the time between two
+    # samples of the record pass in between.  (tc's reads are too far apart for this on a slow
+    # host: none fell within 0.4 s around a change in one run.)
     checked = 0
     for h, r in pairs[1:]:
-        pre = [(t, s) for _, t, s in down if t < h.t_applied]
-        post = [(t, s) for t, _, s in down if t > r.t_applied + 0.02]
-        if not pre or not post or post[0][0] - pre[-1][0] > 0.4:
+        pre, post = q[q.t < h.t_applied].tail(1), q[q.t > r.t_applied + 0.02].head(1)
+        if not len(pre) or not len(post) or post.t.iloc[0] - pre.t.iloc[0] > 0.25:
             continue
-        (t1, s1), (t2, s2) = pre[-1], post[0]
-        print(f"change at {r.t_applied:.3f} s: backlog {s1['qlen']} packets at {t1:.3f} s, "
-              f"{s2['qlen']} at {t2:.3f} s")
-        assert s1["qlen"] >= 100, (t1, s1)
-        assert s2["qlen"] >= 0.5 * s1["qlen"], (t1, s1, t2, s2)
+        (t1, n1), (t2, n2) = [(x.t.iloc[0], x.backlog_packets.iloc[0]) for x in (pre, post)]
+        print(f"change at {r.t_applied:.3f} s: backlog {n1} packets at {t1:.3f} s, "
+              f"{n2} at {t2:.3f} s")
+        assert n1 >= 100, (t1, n1)
+        assert n2 >= 0.5 * n1, (t1, n1, t2, n2)
         checked += 1
-    assert checked >= 1, "too few snapshots around the changes"
+    assert checked >= 2, "too few samples around the changes"
 
 
 def test_link_changes_keep_other_netem_fields(leo):
@@ -355,6 +356,7 @@ def test_geo_up_rate(geo):
 ASYM_OVERRIDE = {"down": {"delay": "5ms", "loss": 0, "buffer": 1000},
                  "up": {"delay": "25ms", "loss": 5}}
 ASYM_START = 10
+UP_DATAGRAMS = 30_000
 
 
 def asym_watch(nodes):
@@ -385,10 +387,11 @@ SYSCTLS = ("net.ipv4.tcp_congestion_control", "net.ipv4.tcp_rmem", "net.ipv4.tcp
 @pytest.fixture(scope="module")
 def asym(tmp_path_factory):
     # Flow 1: Reno, rate-capped far below the down link (no queue overflow), captured on its
-    # sender; flow 2: 64-byte UDP datagrams up, ~5,900/s for 5 s, to count the up loss.
+    # sender; flow 2: 30,000 64-byte UDP datagrams up, ~5,900/s (5 s; longer on a slow host,
+    # whose emulated sender made 23,500 in 5 s once), to count the up loss.
     flows = [Flow(cca="reno", rate="10mbit", start=ASYM_START, duration=4),
              Flow(cca="cubic", protocol="udp", rate="3mbit", length=64, direction="up",
-                  start=ASYM_START, duration=5)]
+                  start=ASYM_START, bytes=UP_DATAGRAMS * 64)]
     root = {k: Path("/proc/sys/" + k.replace(".", "/")).read_text().split() for k in SYSCTLS}
     root["child_ehash"] = Path(topo.CHILD_EHASH).read_text().split()
     d, man, seen = watched_run(tmp_path_factory, lambda: Watch(asym_watch), "wired", flows,
@@ -421,8 +424,9 @@ def test_per_direction_loss(asym):
     seen_up = up.packets + up.drops + up.backlog_packets
     print(f"up netem: {up.drops} dropped of {seen_up}; down netem: {down.drops} dropped of "
           f"{down.packets + down.drops}")
-    # ~31,000 packets up at 5 %: relative standard error ~2.5 %, so 10 % is 4 sigma
-    assert seen_up > 25_000
+    # 30,000 datagrams and Reno's ACKs up at 5 %: relative standard error ~2.5 %, so 10 % is
+    # 4 sigma
+    assert seen_up > UP_DATAGRAMS
     assert near(100 * up.drops / seen_up, 5.0)
     assert down.drops == 0 and down.packets > 2000
     lost, sent = udp_loss(d, 2)
