@@ -97,7 +97,8 @@ def both_ways(nodes, n=30, gap=0.02):
 # ---------------------------------------------------------------- 1 and 2: LEO changes
 
 # Reconfigurations at 2.5, 4.5, 6.5 and 8.5 s (each after a 40 ms handover outage), down
-# rates re-drawn in 15-30 Mbit/s so that a 40 Mbit/s UDP stream keeps the down queue full;
+# rates re-drawn in 8-16 Mbit/s so that a 25 Mbit/s UDP stream keeps the down queue full
+# (a slow host's guest did not make 40 Mbit/s of it: 17 packets queued where 15-30 was drawn);
 # the profile's 1 % random loss stays on.  An up UDP probe at 625 datagrams/s, far below the
 # up rate, makes each handover's loss burst countable; the up buffer is deep so that bursts
 # of the probe's small datagrams (the guest stalls iperf3 now and then) never overflow
@@ -105,7 +106,7 @@ def both_ways(nodes, n=30, gap=0.02):
 # The first change comes 2.5 s in: on a slow host the flows' iperf3 clients take more than
 # a second to start sending (no drop had been seen by 1.5 s, once).
 LEO_OVERRIDE = {"dynamics": {"period": "2s", "offset": "2.5s", "align": "start",
-                             "down_rate": ["15mbit", "30mbit"]},
+                             "down_rate": ["8mbit", "16mbit"]},
                 "up": {"buffer": 1000}}
 LEO_LENGTH = 10
 QDISC_HZ = 25          # the engine's own record of the qdiscs, fine enough around a 40 ms outage
@@ -142,7 +143,10 @@ def leo_watch(nodes):
 
 @pytest.fixture(scope="module")
 def leo(tmp_path_factory):
-    flows = [Flow(cca="cubic", protocol="udp", rate="40mbit", length=1400, duration=LEO_LENGTH),
+    # The probe starts first: its iperf3 control connection would otherwise wait behind the
+    # flood's full down queue (the first handover saw the probe lose 1-4 datagrams, not ~25).
+    flows = [Flow(cca="cubic", protocol="udp", rate="25mbit", length=1400, start=0.5,
+                  duration=LEO_LENGTH - 0.5),
              Flow(cca="cubic", protocol="udp", rate="2mbit", length=200, direction="up",
                   duration=LEO_LENGTH)]
     d, man, snaps = watched_run(tmp_path_factory, lambda: Watch(leo_watch), "leo", flows,
@@ -192,7 +196,7 @@ def test_link_changes_keep_counters_and_queue(leo):
     q = q[(q.dev == "cc-r1-core") & (q.kind == "netem")].sort_values("t")
     assert len(q) > 5 * LEO_LENGTH and (q.drops.diff().dropna() >= 0).all()
     # The backlog survives each change: after the first one the queue is full (40 Mbit/s
-    # into 15-30) and a change keeps it; only the 40 ms outage and the time between two
+    # into 8-16) and a change keeps it; only the 40 ms outage and the time between two
     # samples of the record pass in between.  (tc's reads are too far apart for this on a slow
     # host: none fell within 0.4 s around a change in one run.)
     checked = 0
@@ -245,7 +249,7 @@ def test_leo_rate_redrawn_at_each_reconfiguration(leo):
     pairs = pairs_of(ch, "down")
     rates = [r.rate_bps for _, r in pairs]
     print("drawn down rates (Mbit/s):", [x / 1e6 for x in rates])
-    assert all(15e6 <= x <= 30e6 for x in rates)
+    assert all(8e6 <= x <= 16e6 for x in rates)
     assert len(set(rates)) == len(rates) and max(rates) / min(rates) > 1.15
     measured = 0
     for i, (h, r) in enumerate(pairs):
@@ -255,8 +259,8 @@ def test_leo_rate_redrawn_at_each_reconfiguration(leo):
             continue
         got = link_rate(d, "down", a, b)
         print(f"{a:.2f}-{b:.2f} s: ", end="")
-        # measured -0.1 % to -8.6 % (four passes); 15 % still tells the seeded draws apart
-        # (22.4 Mbit/s between 27.7 and 26.8): a rate left at the previous draw fails
+        # measured -0.1 % to -8.6 % (four passes at 15-30 Mbit/s); 15 % still tells the draws apart
+        # (12.0 Mbit/s between 14.8 and 14.3): a rate left at the previous draw fails
         assert near(got, r.rate_bps, 0.15), (a, b, got, r.rate_bps)
         measured += 1
     assert measured >= 2
