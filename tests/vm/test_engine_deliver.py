@@ -145,8 +145,8 @@ def leo_watch(nodes):
 def leo(tmp_path_factory):
     # The probe starts first: its iperf3 control connection would otherwise wait behind the
     # flood's full down queue (the first handover saw the probe lose 1-4 datagrams, not ~25).
-    flows = [Flow(cca="cubic", protocol="udp", rate="25mbit", length=1400, start=0.5,
-                  duration=LEO_LENGTH - 0.5),
+    flows = [Flow(cca="cubic", protocol="udp", rate="25mbit", length=1400, start=1,
+                  duration=LEO_LENGTH - 1),
              Flow(cca="cubic", protocol="udp", rate="2mbit", length=200, direction="up",
                   duration=LEO_LENGTH)]
     d, man, snaps = watched_run(tmp_path_factory, lambda: Watch(leo_watch), "leo", flows,
