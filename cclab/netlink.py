@@ -71,18 +71,32 @@ TCP_INFO = [
 ]
 
 
-def parse_tcp_info(data: bytes) -> dict:
-    """As many tcp_info fields as `data` holds (native alignment, as the kernel lays it out)."""
-    out = {}
-    offset = 0
+def _tcp_info_layouts() -> list[tuple[int, struct.Struct, tuple[str, ...]]]:
+    """For each count n of leading TCP_INFO fields: (bytes they end at, one Struct that reads
+    them with the padding native alignment puts before u64 fields, their names)."""
+    out, fmt, offset, names = [], "=", 0, []
     for name, code in TCP_INFO:
         size = struct.calcsize(code)
         if offset % size:                       # natural alignment of u64 fields
+            fmt += f"{size - offset % size}x"
             offset += size - offset % size
-        if offset + size > len(data):
-            break
-        out[name] = struct.unpack_from("=" + code, data, offset)[0]
+        fmt += code
         offset += size
+        names.append(name)
+        out.append((offset, struct.Struct(fmt), tuple(names)))
+    return out
+
+
+_TCP_INFO_LAYOUTS = _tcp_info_layouts()
+
+
+def parse_tcp_info(data: bytes) -> dict:
+    """As many tcp_info fields as `data` holds (native alignment, as the kernel lays it out)."""
+    out = {}
+    for end, st, names in reversed(_TCP_INFO_LAYOUTS):
+        if end <= len(data):
+            out = dict(zip(names, st.unpack_from(data)))
+            break
     if "flags" in out:
         out["delivery_rate_app_limited"] = out["flags"] & 1
     return out

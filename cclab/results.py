@@ -89,10 +89,10 @@ def write_table(run_dir: Path, name: str, rows: list[dict]) -> Path:
     """Write a table with its standard columns (missing values empty)."""
     columns = TABLES[name]
     buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
-    w.writeheader()
-    for r in rows:
-        w.writerow({k: ("" if r.get(k) is None else r.get(k)) for k in columns})
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(columns)
+    # csv writes None as an empty field; keys outside the columns are left out
+    w.writerows([r.get(k) for k in columns] for r in rows)
     path = Path(run_dir) / f"{name}.csv"
     write_atomic(path, buf.getvalue())
     return path

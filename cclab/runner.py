@@ -316,6 +316,10 @@ class Run:
         except RuntimeError as e:
             raise RunError(str(e)) from None
         self.raw.mkdir(parents=True, exist_ok=False)
+        # git answers while the network is built (0.7 s of the software-emulated VM's time)
+        kit = []
+        asking = threading.Thread(target=lambda: kit.append(kit_commit()), daemon=True)
+        asking.start()
         self.t0 = time.time()
         self.mono0 = time.monotonic()
         self.manifest = {
@@ -325,7 +329,7 @@ class Run:
             "profile": exp.link.to_dict(), "seed": self.seed,
             "start": iso(self.t0), "start_epoch": self.t0, "end": None,
             "kernel": platform.release(), "uname": " ".join(platform.uname()),
-            "tools": tool_versions(), "kit": kit_commit(), "ccas": modules,
+            "tools": tool_versions(), "kit": None, "ccas": modules,
             "modules": loaded_modules(), "plan": [[n] + c for n, c in topo.plan(exp)],
             "tc": {}, "sysctls": {}, "flows": [], "cleaned_before": cleaned,
         }
@@ -342,6 +346,8 @@ class Run:
             raise
         finally:
             with signals_held():
+                asking.join()
+                self.manifest["kit"] = kit[0] if kit else {"commit": None, "note": "git failed"}
                 self._cleanup()
                 self._tables()
                 if self.errors:
@@ -550,25 +556,38 @@ class Run:
         return self.batch[node_name]
 
     def _snapshot(self) -> None:
-        """The qdiscs and sysctls as the kernel reports them, per node and interface."""
+        """The qdiscs and sysctls as the kernel reports them, per node and interface (every
+        query started at once: topo.run_in_all)."""
         import json
+        jobs, keys = [], []
         for s in topo.shaped(self.exp.link):
-            link = json.loads(topo.run_in(self.net.node(s.node), ["ip", "-j", "link", "show",
-                                                                  "dev", s.dev]))
-            self.ifindex.setdefault(s.node, {})[link[0]["ifindex"]] = (s.dev, s.direction)
+            jobs.append((self.net.node(s.node), ["ip", "-j", "link", "show", "dev", s.dev], None, True))
+            keys.append(("link", s))
         for node, devs in topo.interfaces(self.exp.link).items():
             n = self.net.node(node)
-            self.manifest["tc"][node] = {
-                d: {"qdisc": json.loads(topo.run_in(n, ["tc", "-j", "qdisc", "show", "dev", d])
-                                        .strip() or "[]"),
-                    # tc has no JSON for classes: keep its text, one line per class
-                    "class": topo.run_in(n, ["tc", "class", "show", "dev", d]).splitlines()}
-                for d in devs}
-            keys = ["net.ipv4.ip_forward"] if node in (topo.R1, topo.R2) else list(
+            self.manifest["tc"][node] = {}
+            for d in devs:
+                jobs.append((n, ["tc", "-j", "qdisc", "show", "dev", d], None, True))
+                keys.append(("qdisc", (node, d)))
+                jobs.append((n, ["tc", "class", "show", "dev", d], None, True))
+                keys.append(("class", (node, d)))
+            names = ["net.ipv4.ip_forward"] if node in (topo.R1, topo.R2) else list(
                 topo.host_sysctls(self.exp.link, "cubic", self.exp.sysctl))
-            out = topo.run_in(n, ["sysctl", "-e"] + keys, check=False)
-            self.manifest["sysctls"][node] = dict(
-                (l.split(" = ", 1)[0], l.split(" = ", 1)[1]) for l in out.splitlines() if " = " in l)
+            jobs.append((n, ["sysctl", "-e"] + names, None, False))
+            keys.append(("sysctl", node))
+        for (kind, key), out in zip(keys, topo.run_in_all(jobs)):
+            if kind == "link":
+                link = json.loads(out)
+                self.ifindex.setdefault(key.node, {})[link[0]["ifindex"]] = (key.dev, key.direction)
+            elif kind == "qdisc":
+                node, d = key
+                self.manifest["tc"][node].setdefault(d, {})["qdisc"] = json.loads(out.strip() or "[]")
+            elif kind == "class":       # tc has no JSON for classes: its text, a line per class
+                node, d = key
+                self.manifest["tc"][node].setdefault(d, {})["class"] = out.splitlines()
+            else:
+                self.manifest["sysctls"][key] = dict(
+                    (l.split(" = ", 1)[0], l.split(" = ", 1)[1]) for l in out.splitlines() if " = " in l)
         results.write_json(self.dir / "manifest.json", self.manifest)
 
     # -- the end
