@@ -42,6 +42,7 @@ class RunData:
         self.manifest = results.read_manifest(self.path)
         self._tables: dict[str, pd.DataFrame] = {}
         self.cache: dict = {}           # derived frames (metrics), dropped when a table changes
+        self.own_tables = False         # a table was attached by hand (set_table)
 
     # ------------------------------------------------------------ tables
     def table(self, name: str) -> pd.DataFrame:
@@ -58,7 +59,13 @@ class RunData:
     def set_table(self, name: str, df: pd.DataFrame) -> None:
         """Attach a table computed elsewhere (e.g. a parsed capture) for this session only."""
         self._tables[name] = df
+        self.own_tables = True
         self.cache.clear()
+
+    @property
+    def tables_loaded(self) -> bool:
+        """Whether any table has been read (and handed out) yet."""
+        return bool(self._tables)
 
     # ------------------------------------------------------------ identity
     @property

@@ -65,6 +65,37 @@ def run(tmp_path_factory):
     return data.RunData(d)
 
 
+def test_flow_metrics_are_shared_by_every_load_of_a_folder_until_a_file_changes(tmp_path, monkeypatch):
+    d = synthetic.make_run(tmp_path / "r", ccas=("cubic", "bbr"), shares=(0.6, 0.4))
+    worked = []
+    real = metrics._flow_metrics
+    monkeypatch.setattr(metrics, "_flow_metrics", lambda r: worked.append(r) or real(r))
+    first = metrics.flow_metrics(data.RunData(d))
+    again = metrics.flow_metrics(data.RunData(d))
+    assert len(worked) == 1
+    pd.testing.assert_frame_equal(first, again)
+    # a table changed in place after it was handed out does not reach the shared answer
+    metrics._memo.clear()
+    r = data.RunData(d)
+    r.table("flows")["throughput_bps"] = 1.0
+    pd.testing.assert_frame_equal(metrics.flow_metrics(r), first)
+    assert len(worked) == 2 and worked[-1] is not r
+    # one of the folder's files changes: worked out again, from the files
+    flows = pd.read_csv(d / "flows.csv")
+    flows["throughput_bps"] = flows["throughput_bps"] / 2
+    flows.to_csv(d / "flows.csv", index=False)
+    halved = metrics.flow_metrics(data.RunData(d))
+    assert len(worked) == 3
+    assert np.allclose(halved["goodput_bps"], first["goodput_bps"] / 2)
+    # a table attached by hand gives that run its own answer, and leaves the shared one alone
+    r = data.RunData(d)
+    r.set_table("flows", flows.assign(throughput_bps=1e6))
+    assert np.allclose(metrics.flow_metrics(r)["goodput_bps"], 1e6)
+    assert len(worked) == 4
+    pd.testing.assert_frame_equal(metrics.flow_metrics(data.RunData(d)), halved)
+    assert len(worked) == 4
+
+
 def test_known_slow_start_exit(run):
     fm = metrics.flow_metrics(run).set_index("flow")
     # cwnd doubles every 20 ms RTT from 10 packets; exit 60 ms after the first ACK

@@ -86,6 +86,21 @@ def test_sockdiag_reads_what_ss_shows():
             s.close()
 
 
+def test_tcp_info_fields_sit_where_the_kernel_puts_them_and_stop_where_the_data_ends():
+    import struct
+    data = bytes(range(256))
+    full = netlink.parse_tcp_info(data)
+    assert full["state"] == 0 and full["flags"] == 7 and full["delivery_rate_app_limited"] == 1
+    assert full["snd_cwnd"] == struct.unpack_from("=I", data, 80)[0]
+    assert full["total_retrans"] == struct.unpack_from("=I", data, 100)[0]
+    assert full["pacing_rate"] == struct.unpack_from("=Q", data, 104)[0]     # u64 at 8-byte alignment
+    assert list(full) == [n for n, _ in netlink.TCP_INFO] + ["delivery_rate_app_limited"]
+    assert "pacing_rate" in netlink.parse_tcp_info(data[:112])
+    short = netlink.parse_tcp_info(data[:111])
+    assert list(short)[-2:] == ["total_retrans", "delivery_rate_app_limited"]
+    assert netlink.parse_tcp_info(b"") == {}
+
+
 def test_sockdiag_module_info_like_ss():
     import struct
     data = struct.pack("=IIIII", 1_187_500, 0, 20100, 739, 512)

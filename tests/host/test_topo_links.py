@@ -179,3 +179,30 @@ def test_namespaces_get_their_own_socket_table_and_the_machine_setting_comes_bac
 def test_a_kernel_without_per_namespace_socket_tables_shares_the_machines(tmp_path):
     with topo.own_socket_tables(256, str(tmp_path / "missing")) as buckets:
         assert buckets is None
+
+
+class _Node:
+    """A stand-in for a Mininet node: popen runs the command here."""
+    def __init__(self, name):
+        self.name = name
+
+    def popen(self, argv, **kw):
+        return subprocess.Popen(argv, **kw)
+
+
+def test_run_in_all_runs_side_by_side_keeps_order_and_raises_the_first_failure_after_all_end(tmp_path):
+    import time
+    a, b = _Node("cc-a"), _Node("cc-b")
+    t = time.monotonic()
+    outs = topo.run_in_all([(a, ["sh", "-c", "sleep 0.5; echo one"], None, True),
+                            (b, ["sh", "-c", "sleep 0.5; echo two"], None, True)])
+    assert outs == ["one\n", "two\n"] and time.monotonic() - t < 0.9
+    late = tmp_path / "late"
+    try:
+        topo.run_in_all([(a, ["sh", "-c", "echo bad >&2; exit 3"], "first job", True),
+                         (b, ["sh", "-c", "exit 4"], None, False),
+                         (a, ["sh", "-c", f"sleep 0.3; touch {late}"], None, True)])
+    except topo.CommandFailed as e:
+        assert str(e) == "cc-a: first job: bad" and late.exists()
+    else:
+        raise AssertionError("no CommandFailed")
