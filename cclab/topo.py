@@ -396,7 +396,7 @@ class Network:
             """An interface Mininet leaves as the link made it: the link gave it its MAC, and
             the node's script (node_scripts) addresses it, brings it up and checks the MAC.
             Mininet's own configuration runs ifconfig four times per interface through the
-            node's shell, which took the software-emulated VM 2 s per dumbbell."""
+            node's shell: about a second per dumbbell in the software-emulated VM."""
 
             def config(self, **params):
                 return {}
@@ -425,7 +425,7 @@ class Network:
     def stop(self) -> None:
         """End every node's shell.  A node's namespace goes with its last process, and the
         kernel removes the namespace's interfaces with it (both ends of every link live in
-        nodes); deleting the links first cost the software-emulated VM 0.1 s a link."""
+        nodes); deleting the links first cost the software-emulated VM about 0.1 s a link."""
         if self.net is not None:
             net, self.net = self.net, None
             for h in net.hosts:
