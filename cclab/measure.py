@@ -310,22 +310,16 @@ def parse_ping(text: str, src: str, dst: str, t0: float, interval: float) -> lis
     return rows
 
 
-_PROBE_MARK = ": tcp_probe: "
+_PROBE = re.compile(r"\s(\d+\.\d+): tcp_probe: (.*)$")
 
 
 def parse_probe(text: str, mono0: float, flow_of) -> list[dict]:
-    """Rows for probe.csv from tracefs text: each tcp_probe line's fields, its timestamp (the
-    word before the event's name) made relative to mono0."""
     rows = []
     for line in text.splitlines():
-        head, mark, body = line.partition(_PROBE_MARK)
-        if not mark:
+        m = _PROBE.search(line)
+        if not m:
             continue
-        try:
-            stamp = float(head.rsplit(None, 1)[-1])
-        except (ValueError, IndexError):
-            continue
-        kv = dict(p.split("=", 1) for p in body.split() if "=" in p)
+        kv = dict(p.split("=", 1) for p in m.group(2).split() if "=" in p)
         try:
             local = int(kv["src"].rsplit(":", 1)[1])
             peer = int(kv["dest"].rsplit(":", 1)[1])
@@ -334,7 +328,7 @@ def parse_probe(text: str, mono0: float, flow_of) -> list[dict]:
         flow = flow_of(local, peer)
         if flow is None:
             continue
-        rows.append({"t": round(stamp - mono0, 6), "flow": flow, "local_port": local,
+        rows.append({"t": round(float(m.group(1)) - mono0, 6), "flow": flow, "local_port": local,
                      "peer_port": peer, "snd_cwnd": _probe_int(kv, "snd_cwnd"),
                      "ssthresh": _probe_int(kv, "ssthresh"), "srtt_us": _probe_int(kv, "srtt"),
                      "snd_wnd": _probe_int(kv, "snd_wnd"), "snd_nxt": _probe_int(kv, "snd_nxt"),

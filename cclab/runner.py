@@ -556,38 +556,35 @@ class Run:
         return self.batch[node_name]
 
     def _snapshot(self) -> None:
-        """The qdiscs and sysctls as the kernel reports them, per node and interface (every
-        query started at once: topo.run_in_all)."""
+        """The qdiscs and sysctls as the kernel reports them, per node and interface.  Every
+        query is started at once (topo.run_in_all); the answers are read back in the order the
+        queries were listed."""
         import json
-        jobs, keys = [], []
-        for s in topo.shaped(self.exp.link):
-            jobs.append((self.net.node(s.node), ["ip", "-j", "link", "show", "dev", s.dev], None, True))
-            keys.append(("link", s))
-        for node, devs in topo.interfaces(self.exp.link).items():
+        shaped, nodes = topo.shaped(self.exp.link), topo.interfaces(self.exp.link)
+        jobs = [(self.net.node(s.node), ["ip", "-j", "link", "show", "dev", s.dev], None, True)
+                for s in shaped]
+        sysctl_keys = {}
+        for node, devs in nodes.items():
             n = self.net.node(node)
-            self.manifest["tc"][node] = {}
             for d in devs:
                 jobs.append((n, ["tc", "-j", "qdisc", "show", "dev", d], None, True))
-                keys.append(("qdisc", (node, d)))
                 jobs.append((n, ["tc", "class", "show", "dev", d], None, True))
-                keys.append(("class", (node, d)))
-            names = ["net.ipv4.ip_forward"] if node in (topo.R1, topo.R2) else list(
+            sysctl_keys[node] = ["net.ipv4.ip_forward"] if node in (topo.R1, topo.R2) else list(
                 topo.host_sysctls(self.exp.link, "cubic", self.exp.sysctl))
-            jobs.append((n, ["sysctl", "-e"] + names, None, False))
-            keys.append(("sysctl", node))
-        for (kind, key), out in zip(keys, topo.run_in_all(jobs)):
-            if kind == "link":
-                link = json.loads(out)
-                self.ifindex.setdefault(key.node, {})[link[0]["ifindex"]] = (key.dev, key.direction)
-            elif kind == "qdisc":
-                node, d = key
-                self.manifest["tc"][node].setdefault(d, {})["qdisc"] = json.loads(out.strip() or "[]")
-            elif kind == "class":       # tc has no JSON for classes: its text, a line per class
-                node, d = key
-                self.manifest["tc"][node].setdefault(d, {})["class"] = out.splitlines()
-            else:
-                self.manifest["sysctls"][key] = dict(
-                    (l.split(" = ", 1)[0], l.split(" = ", 1)[1]) for l in out.splitlines() if " = " in l)
+            jobs.append((n, ["sysctl", "-e"] + sysctl_keys[node], None, False))
+        answers = iter(topo.run_in_all(jobs))
+        for s in shaped:
+            link = json.loads(next(answers))
+            self.ifindex.setdefault(s.node, {})[link[0]["ifindex"]] = (s.dev, s.direction)
+        for node, devs in nodes.items():
+            self.manifest["tc"][node] = {
+                d: {"qdisc": json.loads(next(answers).strip() or "[]"),
+                    # tc has no JSON for classes: keep its text, one line per class
+                    "class": next(answers).splitlines()}
+                for d in devs}
+            out = next(answers)
+            self.manifest["sysctls"][node] = dict(
+                (l.split(" = ", 1)[0], l.split(" = ", 1)[1]) for l in out.splitlines() if " = " in l)
         results.write_json(self.dir / "manifest.json", self.manifest)
 
     # -- the end

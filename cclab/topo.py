@@ -295,18 +295,7 @@ class CommandFailed(RuntimeError):
 def run_in(node, argv: list[str], check: bool = True, timeout: float = 30, what: str | None = None) -> str:
     """Run a command in a Mininet node's namespace; raise with its error output on failure
     (naming the command, or `what` it was doing)."""
-    what = what or " ".join(argv)
-    p = node.popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        out, err = p.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        out, err = p.communicate()
-        raise CommandFailed(f"{node.name}: {what}: timed out") from None
-    if check and p.returncode != 0:
-        err = " / ".join(line.strip() for line in err.strip().splitlines() if line.strip())
-        raise CommandFailed(f"{node.name}: {what}: {err or 'exit %d' % p.returncode}")
-    return out
+    return run_in_all([(node, argv, what, check)], timeout)[0]
 
 
 def run_in_all(jobs, timeout: float = 30) -> list[str]:
