@@ -439,6 +439,13 @@ class NetnsThread:
 
 
 # ------------------------------------------------------------------------------------------ one connection
+# How long a connect may take.  The lossy path drops 10 % of the client's packets, SYNs included, and
+# Linux sends a lost SYN again 1, 3, 7, 15 and 31 s after the first (the SYN-ACK direction has no
+# loss).  A limit of 5 s failed a connection when three SYNs in a row were lost: one in a thousand on
+# that path, one quick-mode run in 25.  Within 20 s five SYNs go out: one failure in 100 000.
+CONNECT_TIMEOUT = 20.0
+
+
 def connect_once(dst: str, alg: str, duration: float, switch=None, port: int = PORT,
                  poll: float = 0.02) -> dict:
     """Open a TCP connection to dst running `alg`, send as fast as it goes for `duration` seconds,
@@ -449,8 +456,12 @@ def connect_once(dst: str, alg: str, duration: float, switch=None, port: int = P
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
         s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, alg.encode())
-        s.settimeout(5.0)
-        s.connect((dst, port))
+        s.settimeout(CONNECT_TIMEOUT)
+        try:
+            s.connect((dst, port))
+        except socket.timeout:
+            raise TimeoutError(f"connecting to {dst}:{port} ({alg}) timed out after {CONNECT_TIMEOUT:.0f} s: "
+                               "its SYN and each retransmission were lost") from None
         s.settimeout(poll)
         chunk = bytes(1 << 16)
         began = time.monotonic()
