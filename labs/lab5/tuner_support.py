@@ -9,7 +9,8 @@ What is here:
   "act from the 4th connection to a key", the loss switch, the convergence table;
 - `replay()`: drive a tuner with recorded connections (labs/lab5/connections.csv) instead of live
   ones: when the tuner picks algorithm A for key K, it gets the next recorded connection that ran A
-  towards K (cycling), so a seeded tuner gives the same table every time;
+  towards K (cycling), so a seeded tuner gives the same table every time; `seed_sweep()` replays
+  them with many seeds, to see how often each outcome comes up;
 - `TwoPaths`: namespaces cli, rtr-a, rtr-b, srv-a, srv-b built with `ip netns`, veth and netem on
   each router's egress towards its server (the data direction): path A clean, path B lossy;
 - `connect_once()`: one TCP connection from the client namespace: TCP_CONGESTION set before connect,
@@ -258,6 +259,21 @@ def replay_log(tuner: Tuner, log):
         if d.acting:
             tuner.close(d, r.final_alg, int(r.min_rtt_us), int(r.delivery_rate))
     return chosen
+
+
+def seed_sweep(make_tuner, conns, n_per_key: int, seeds, keys=None):
+    """How much an outcome owes to the learner's dice: `replay` the same recorded connections with a
+    fresh tuner for each seed (`make_tuner(seed)`).  Returns one row per seed and key: seed, path,
+    key, best (Tuner.best at the end)."""
+    import pandas as pd
+    keys = list(keys) if keys is not None else list(dict.fromkeys(conns["key"]))
+    path_of = dict(zip(conns["key"], conns["path"])) if "path" in conns else {}
+    rows = []
+    for seed in seeds:
+        t = make_tuner(seed)
+        replay(t, conns, n_per_key, keys=keys)
+        rows += [{"seed": seed, "path": path_of.get(k, ""), "key": k, "best": t.best(k)} for k in keys]
+    return pd.DataFrame(rows, columns=["seed", "path", "key", "best"])
 
 
 # ------------------------------------------------------------------------------------------ topology

@@ -244,7 +244,7 @@ def test_build_packages_lab5_and_its_autograder_grades_it(tmp_path):
     grade.grade_all(subs, build.autograder_zip(d), out, jobs=2, timeout=300)
     r = rows(out)
     assert r["master"]["status"] == "graded", r["master"]["reason"]
-    assert float(r["master"]["possible"]) == 15
+    assert float(r["master"]["possible"]) == 17
     # the questions whose hidden tests compare with the reference learner (lab5_reference.py,
     # autograder only) or read the recorded connections get full marks.  (q1, q3 and q6 lose
     # points on the master too: test cells that rely on another cell's imports or print a value;
