@@ -844,6 +844,14 @@ def tuner_rows(logs: dict) -> list[dict]:
             best = t.best(k)
             out[p] = (best, int(rows.loc[best, "count"]), int(rows["count"].sum()))
         measured[mode] = {"best": out, "log": path}
+    # the same learner with 100 seeds on the recorded connections: how often each outcome comes up
+    rec = ts.load_connections(ts.HERE / "connections.csv")
+    sweep = ts.seed_sweep(ref.tuner, rec, 80, range(100))
+    ended = {p: g["best"].value_counts() for p, g in sweep.groupby("path")}
+
+    def seeds(p, want):
+        n = int(sum(ended.get(p, {}).get(a, 0) for a in want))
+        return f"replaying the recorded connections, {n} of 100 seeds end on {'/'.join(sorted(want))}"
 
     def cell(p):
         def f(m):
@@ -857,7 +865,7 @@ def tuner_rows(logs: dict) -> list[dict]:
             why = f"the reference learner on the live log ends on {best} ({mode} mode)"
             if p == "clean":
                 why += "; live, the four algorithms' costs are within a few per cent (a close call)"
-            return ("reproduced" if best in want else "differs"), why
+            return ("reproduced" if best in want else "differs"), why + "; " + seeds(p, want)
         return f
 
     rows = [_row(claim, seed, measured, cell(p), verdict(p, want),
