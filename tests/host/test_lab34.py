@@ -63,7 +63,7 @@ def test_quick_modes_fit_the_budget():
         assert total < 270, f"{lab}: about {total:.0f} s of runs in quick mode"
 
 
-def test_lab4_files_ask_for_the_four_ways_to_leave_slow_start():
+def test_lab4_files_ask_for_the_four_ways_to_leave_slow_start_and_both_sensitivities():
     for mode in ("quick", "full"):
         seen = set()
         for p in files("lab4", mode):
@@ -75,7 +75,7 @@ def test_lab4_files_ask_for_the_four_ways_to_leave_slow_start():
                      for f in e.flows}
             assert "search:search_exit" in e.measure.events
         variants = {v for _, v in seen}
-        assert {"cubic-hystart", "cubic-nohystart", "search", "search-t250-w35", "bbr"} <= variants
+        assert {"cubic-hystart", "cubic-nohystart", "search", "search-t250-w35", "search-t350-w20", "bbr"} <= variants
 
 
 def test_geo_buffer_is_deep_enough_for_search_to_beat_loss():
