@@ -234,10 +234,10 @@ _memo: OrderedDict = OrderedDict()        # resolved path -> (files' stamp, fram
 def _files_stamp(path) -> tuple:
     try:
         with os.scandir(path) as it:
-            return tuple(sorted((e.name, e.stat().st_size, e.stat().st_mtime_ns)
-                                for e in it if e.is_file()))
+            stats = [(e.name, e.stat()) for e in it if e.is_file()]
     except OSError:
         return ()
+    return tuple(sorted((name, st.st_size, st.st_mtime_ns) for name, st in stats))
 
 
 def _shared_flow_metrics(run: RunData) -> pd.DataFrame:

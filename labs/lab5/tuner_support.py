@@ -266,13 +266,12 @@ def seed_sweep(make_tuner, conns, n_per_key: int, seeds, keys=None):
     fresh tuner for each seed (`make_tuner(seed)`).  Returns one row per seed and key: seed, path,
     key, best (Tuner.best at the end)."""
     import pandas as pd
-    keys = list(keys) if keys is not None else list(dict.fromkeys(conns["key"]))
-    path_of = dict(zip(conns["key"], conns["path"])) if "path" in conns else {}
     rows = []
     for seed in seeds:
         t = make_tuner(seed)
-        replay(t, conns, n_per_key, keys=keys)
-        rows += [{"seed": seed, "path": path_of.get(k, ""), "key": k, "best": t.best(k)} for k in keys]
+        log = replay(t, conns, n_per_key, keys=keys)
+        rows += [{"seed": seed, "path": p, "key": k, "best": t.best(k)}
+                 for k, p in dict(zip(log["key"], log["path"])).items()]
     return pd.DataFrame(rows, columns=["seed", "path", "key", "best"])
 
 

@@ -4,6 +4,8 @@ plan configures."""
 import re
 import subprocess
 
+import pytest
+
 from cclab import topo
 from cclab.spec import Experiment, Flow
 
@@ -198,11 +200,8 @@ def test_run_in_all_runs_side_by_side_keeps_order_and_raises_the_first_failure_a
                             (b, ["sh", "-c", "sleep 0.5; echo two"], None, True)])
     assert outs == ["one\n", "two\n"] and time.monotonic() - t < 0.9
     late = tmp_path / "late"
-    try:
+    with pytest.raises(topo.CommandFailed) as e:
         topo.run_in_all([(a, ["sh", "-c", "echo bad >&2; exit 3"], "first job", True),
                          (b, ["sh", "-c", "exit 4"], None, False),
                          (a, ["sh", "-c", f"sleep 0.3; touch {late}"], None, True)])
-    except topo.CommandFailed as e:
-        assert str(e) == "cc-a: first job: bad" and late.exists()
-    else:
-        raise AssertionError("no CommandFailed")
+    assert str(e.value) == "cc-a: first job: bad" and late.exists()
