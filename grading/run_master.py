@@ -19,8 +19,10 @@ earlier in that mode, DIR/<lab>/ (e.g. a reference run made with labkit.run_lab,
 grading/README.md), and its cells only load, analyse and check those (CCLAB_REPLAY=1, as
 the grader runs a submission).
 
-Needs root (the labs build network namespaces), except with --results: run it inside the lab
-VM, e.g. through vm/run.sh, or `make scorecard`.  Exit status: 0 all labs passed, 1 a lab failed, 2 bad usage.
+Needs root or the lab VM's lab command (the lab user runs experiments through sudo
+/usr/local/sbin/cclab-lab-run, as its notebooks do), except with --results: run it inside the lab
+VM, e.g. through vm/run.sh, or `make scorecard`.  With --work DIR each lab runs in DIR/<lab>/,
+which is kept.  Exit status: 0 all labs passed, 1 a lab failed, 2 bad usage.
 """
 
 from __future__ import annotations
@@ -52,6 +54,19 @@ FULL_CELL_TIMEOUT = 6 * 3600
 
 class LabFailed(RuntimeError):
     """The master did not run to the end, or its results did not pass its own checks."""
+
+
+LAB_COMMAND = "/usr/local/sbin/cclab-lab-run"      # labkit.HELPER: the lab user's one sudo command
+
+
+def lab_command_allowed() -> bool:
+    """Whether this user may run the lab command through sudo without a password."""
+    import subprocess
+    try:
+        r = subprocess.run(["sudo", "-n", "-l", LAB_COMMAND], capture_output=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return r.returncode == 0
 
 
 def _say(msg: str) -> None:
@@ -194,6 +209,7 @@ def run(lab: str, mode: str, keep_dir: Path | None = None, timeout: int = 900,
         raise LabFailed(f"{lab}: the results in {results / lab} were made in {made} mode, not {mode}")
     own = work is None
     work = Path(tempfile.mkdtemp(prefix=f"cclab-{lab}-")) if own else work
+    work.mkdir(parents=True, exist_ok=True)
     try:
         prepare(lab, work, results)
         nb, took = execute(lab, work, mode, timeout, replay=results is not None)
@@ -212,6 +228,8 @@ def main(argv=None) -> int:
     ap.add_argument("--keep", metavar="DIR", help="keep each finished run in DIR/<mode>/<lab>/")
     ap.add_argument("--timeout", type=int, help="seconds per cell (default: 1800 in quick mode, "
                     f"{FULL_CELL_TIMEOUT} in full mode)")
+    ap.add_argument("--work", metavar="DIR", help="run in DIR (kept afterwards) instead of a "
+                    "scratch folder that is removed")
     ap.add_argument("--results", metavar="DIR", help="start from the results saved in DIR/<lab>/ "
                     "instead of running the experiments")
     a = ap.parse_args(argv)
@@ -224,15 +242,19 @@ def main(argv=None) -> int:
     if a.timeout <= 0:
         print("run_master: --timeout must be a positive number of seconds", file=sys.stderr)
         return 2
-    if os.geteuid() != 0 and not a.results:
-        print("run_master: the labs need root (network namespaces): run it in the lab VM "
-              "(vm/run.sh -- python3 grading/run_master.py ...)", file=sys.stderr)
+    if os.geteuid() != 0 and not a.results and not lab_command_allowed():
+        print("run_master: the labs need root or the lab command (sudo "
+              f"{LAB_COMMAND}): run it in the lab VM as its lab user or as root", file=sys.stderr)
+        return 2
+    if a.work is not None and not Path(a.work).is_dir():
+        print(f"run_master: --work {a.work}: no such folder", file=sys.stderr)
         return 2
     failed = 0
     for lab in a.labs:
         _say(f"[{lab}] running the master in {a.mode} mode")
         try:
             _, _, took = run(lab, a.mode, Path(a.keep) if a.keep else None, a.timeout,
+                             work=Path(a.work) / lab if a.work else None,
                              results=Path(a.results) if a.results else None)
         except LabFailed as e:
             print(f"run_master: {e}", file=sys.stderr)

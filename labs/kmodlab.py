@@ -136,46 +136,37 @@ def _modprobe(mods) -> None:
 
 
 def run(lab: str, run_mode: str | None = None, root=None, progress=print) -> Path:
-    """Run (or load, like labkit.run_lab) every experiment of lab 3 or 4."""
-    run_mode = run_mode or labkit.mode()
-    base = labkit.lab_dir(lab, root)
-    rec = labkit.read_record(lab, root)
-    if labkit.replaying() or (rec and rec.get("mode") == run_mode):
-        if progress:
-            progress(f"{lab}: using the saved {rec.get('mode') if rec else run_mode} results in {base}"
-                     if rec else f"{lab}: no saved results in {base}")
-        return base
-    from cclab import runner
-    from cclab.analysis.data import write_manifest_key
-    if base.exists():
-        shutil.rmtree(base)
-    base.mkdir(parents=True)
-    _modprobe(["tcp_spline", "tcp_search"])
-    dirs, began = [], time.monotonic()
-    for path in labkit.experiment_files(lab, run_mode):
-        exp, extra = load_experiment(path)
-        params = extra.get("module_params") or {}
-        if progress:
-            progress(f"{lab}: {exp.name}: {len(exp.flows)} flow(s), {exp.repetitions} repetition(s)"
-                     + (f", parameters {params}" if params else ""))
-        _modprobe(params)
-        before = set_params(params)
-        try:
-            got = read_params(params)
-            t = time.monotonic()
-            new = runner.run(exp, out=base, progress=progress)
+    """Run (or load, like labkit.run_lab) every experiment of lab 3 or 4; labkit.run_staged
+    keeps earlier results and, for the unprivileged lab user, goes through the lab command."""
+    def experiments(out: Path) -> list[Path]:
+        from cclab import runner
+        from cclab.analysis.data import write_manifest_key
+        _modprobe(["tcp_spline", "tcp_search"])
+        dirs = []
+        for path in labkit.experiment_files(lab, run_mode):
+            exp, extra = load_experiment(path)
+            params = extra.get("module_params") or {}
             if progress:
-                progress(f"{lab}: {exp.name} took {time.monotonic() - t:.0f} s")
-        finally:
-            restore_params(before)
-        for d in new:
-            write_manifest_key(d, "module_params", got)
-            labkit._fidelity(d)
-            dirs.append(d)
-    labkit.write_record(lab, run_mode, dirs, root, {"seconds": round(time.monotonic() - began, 1)})
-    if progress:
-        progress(f"{lab}: {len(dirs)} run(s) in {time.monotonic() - began:.0f} s, saved in {base}")
-    return base
+                progress(f"{lab}: {exp.name}: {len(exp.flows)} flow(s), {exp.repetitions} repetition(s)"
+                         + (f", parameters {params}" if params else ""))
+            _modprobe(params)
+            before = set_params(params)
+            try:
+                got = read_params(params)
+                t = time.monotonic()
+                new = runner.run(exp, out=out, progress=progress)
+                if progress:
+                    progress(f"{lab}: {exp.name} took {time.monotonic() - t:.0f} s")
+            finally:
+                restore_params(before)
+            for d in new:
+                write_manifest_key(d, "module_params", got)
+                labkit._fidelity(d)
+                dirs.append(d)
+        return dirs
+
+    run_mode = run_mode or labkit.mode()
+    return labkit.run_staged(lab, run_mode, root, experiments, progress)
 
 
 # ---------------------------------------------------------------- checks of a real run

@@ -50,10 +50,13 @@ def kit_root() -> Path | None:
 
 
 def mode() -> str:
+    """quick unless CCLAB_MODE=full asks for the source studies' durations (hours for lab 2)."""
     m = os.environ.get("CCLAB_MODE")
     if m in ("quick", "full"):
         return m
-    return "quick" if os.environ.get("CCLAB_QUICK") == "1" else "full"
+    if m:
+        raise ValueError(f"CCLAB_MODE must be quick or full, not {m!r}")
+    return "quick"
 
 
 def replaying() -> bool:
@@ -297,7 +300,116 @@ def _fidelity(run_dir: Path) -> None:
 
 def run_lab(lab: str, run_mode: str | None = None, root=None, ccas=None, progress=print) -> Path:
     """Run (or, when results exist or CCLAB_REPLAY=1, load) every experiment of a lab."""
+    def experiments(out: Path) -> list[Path]:
+        from cclab import runner
+        dirs = []
+        for path in experiment_files(lab, run_mode):
+            exp = _load_experiment(path, ccas)
+            if progress:
+                progress(f"{lab}: {exp.name}: {len(exp.flows)} flow(s), {exp.repetitions} repetition(s)")
+            for d in runner.run(exp, out=out, progress=progress):
+                _tsg(d)
+                _fidelity(d)
+                dirs.append(d)
+        return dirs
+
     run_mode = run_mode or mode()
+    return run_staged(lab, run_mode, root, experiments, progress, {"ccas": ccas})
+
+
+# ---------------------------------------------------------------- results kept safe
+#
+# A run never writes into the results a notebook already has.  It writes into a new folder
+# beside them (ROOT/.LAB.partial-*), and only a run that finished is moved into place as
+# ROOT/LAB.  The results it replaces are kept, not deleted: as ROOT/LAB-MODE (the newest
+# complete results of the other mode, so quick and full sit side by side and switching back
+# costs nothing), and an older keeper of that mode moves on to ROOT/LAB-MODE-<time>.  An
+# interrupted or failed run leaves only its own partial folder behind, and removes that.
+#
+# The notebook kernel runs as the unprivileged lab user.  Experiments need root (namespaces,
+# qdiscs, module parameters), so as any other user a run goes through the one privileged
+# command the VM allows the lab user (sudoers names it): HELPER LAB MODE DEST.  It runs the lab
+# as root in a private folder, hands the files to the caller, and moves them into DEST as the
+# caller, so the kernel's own permission checks decide where it may write.
+
+HELPER = "/usr/local/sbin/cclab-lab-run"
+ENV_HELPER = "CCLAB_LAB_HELPER"          # tests: another path to the same command
+
+
+def kept_dir(lab: str, run_mode: str, root=None) -> Path:
+    return Path(root or SUBMISSION) / f"{lab}-{run_mode}"
+
+
+def _mode_of(d: Path) -> str | None:
+    try:
+        return json.loads((d / RECORD).read_text()).get("mode")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def _put_aside(d: Path, root) -> None:
+    """Move the complete results in d out of the way, keeping them (never deleting)."""
+    m = _mode_of(d) or "unrecorded"
+    lab = d.name
+    dest = kept_dir(lab, m, root)
+    if dest.exists():
+        dest.rename(dest.with_name(f"{dest.name}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"))
+    d.rename(dest)
+
+
+def install_results(lab: str, new: Path, root=None) -> Path:
+    """Make the finished results in `new` the lab's results (ROOT/LAB), keeping what was there."""
+    base = lab_dir(lab, root)
+    if base.exists():
+        _put_aside(base, root)
+    new.rename(base)
+    return base
+
+
+def swap_in_kept(lab: str, run_mode: str, root=None, progress=print) -> bool:
+    """Bring back the kept complete results of run_mode (ROOT/LAB-MODE), if there are any."""
+    kept = kept_dir(lab, run_mode, root)
+    if _mode_of(kept) != run_mode:
+        return False
+    install_results(lab, kept, root)
+    if progress:
+        progress(f"{lab}: using the {run_mode} results kept in {lab_dir(lab, root)}")
+    return True
+
+
+def flow_seconds(lab: str, run_mode: str) -> float:
+    """The time the flows of a lab's runs take end to end (each run's last flow end, summed)."""
+    kit = kit_root()
+    if kit is not None and str(kit) not in sys.path:
+        sys.path.insert(0, str(kit))
+    from cclab import profiles
+    total = 0.0
+    for path in experiment_files(lab, run_mode):
+        t = profiles.load_toml(path, "experiment")
+        flows = t.get("flow") or []
+        span = max((float(f.get("start", 0)) + float(f.get("duration", 10)) for f in flows), default=0)
+        total += span * int(t.get("repetitions", 1))
+    return total
+
+
+def _estimate(lab: str, run_mode: str, root) -> str:
+    flows = flow_seconds(lab, run_mode)
+    ratio = None
+    for d in (lab_dir(lab, root), kept_dir(lab, "quick", root)):
+        rec = _mode_of(d) == "quick" and json.loads((d / RECORD).read_text())
+        if rec and rec.get("seconds"):
+            ratio = rec["seconds"] / max(flow_seconds(lab, "quick"), 1.0)
+            break
+    if ratio is None:
+        return f"{flows / 60:.0f} min of flows (run quick mode first for an estimate on this machine)"
+    return f"{flows / 60:.0f} min of flows, about {flows * ratio / 60:.0f} min on this machine"
+
+
+def run_staged(lab: str, run_mode: str, root, experiments, progress=print, extra=None) -> Path:
+    """Run a lab's experiments (experiments(out) -> run folders) into a new folder and put it in
+    place once complete; reuse saved results of the same mode (or CCLAB_REPLAY=1)."""
+    if run_mode not in ("quick", "full"):
+        raise ValueError(f"mode must be quick or full, not {run_mode!r}")
     base = lab_dir(lab, root)
     rec = read_record(lab, root)
     if replaying() or (rec and rec.get("mode") == run_mode):
@@ -305,27 +417,76 @@ def run_lab(lab: str, run_mode: str | None = None, root=None, ccas=None, progres
             progress(f"{lab}: using the saved {rec.get('mode') if rec else run_mode} results in {base}"
                      if rec else f"{lab}: no saved results in {base}")
         return base
+    if swap_in_kept(lab, run_mode, root, progress):
+        return base
+    if progress and run_mode == "full":
+        progress(f"{lab}: full mode: {_estimate(lab, run_mode, root)}")
+    if os.geteuid() != 0:
+        return _run_through_helper(lab, run_mode, root, (extra or {}).get("ccas"), progress)
     kit = kit_root()
     if str(kit) not in sys.path:
         sys.path.insert(0, str(kit))
-    from cclab import runner
-    if base.exists():
-        shutil.rmtree(base)
-    base.mkdir(parents=True)
-    dirs = []
-    began = time.monotonic()
-    for path in experiment_files(lab, run_mode):
-        exp = _load_experiment(path, ccas)
-        if progress:
-            progress(f"{lab}: {exp.name}: {len(exp.flows)} flow(s), {exp.repetitions} repetition(s)")
-        for d in runner.run(exp, out=base, progress=progress):
-            _tsg(d)
-            _fidelity(d)
-            dirs.append(d)
-    write_record(lab, run_mode, dirs, root, {"ccas": ccas, "seconds": round(time.monotonic() - began, 1)})
+    parent = Path(root or SUBMISSION)
+    parent.mkdir(parents=True, exist_ok=True)
+    import tempfile
+    partial = Path(tempfile.mkdtemp(prefix=f".{lab}.partial-", dir=parent))
+    try:
+        out = lab_dir(lab, partial)
+        out.mkdir()
+        began = time.monotonic()
+        dirs = experiments(out)
+        write_record(lab, run_mode, dirs, partial,
+                     {**(extra or {}), "seconds": round(time.monotonic() - began, 1)})
+        install_results(lab, out, root)
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
     if progress:
         progress(f"{lab}: {len(dirs)} run(s) in {time.monotonic() - began:.0f} s, saved in {base}")
     return base
+
+
+class RunFailed(RuntimeError):
+    """The privileged lab run did not finish (its last line says why)."""
+
+
+def _run_through_helper(lab: str, run_mode: str, root, ccas, progress) -> Path:
+    """Run the lab through the lab user's privileged command, relaying its progress lines.
+    Interrupting the notebook (KeyboardInterrupt) closes the command's input, which stops the
+    run; the command cleans up and keeps nothing of it."""
+    import signal
+    dest = Path(root or SUBMISSION).resolve()
+    dest.mkdir(parents=True, exist_ok=True)
+    cmd = ["sudo", "-n", os.environ.get(ENV_HELPER, HELPER), lab, run_mode, str(dest)]
+    if ccas is not None:
+        cmd += ["--ccas", ",".join(ccas)]
+    p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True, bufsize=1)
+    last = ""
+    try:
+        for line in p.stdout:
+            line = line.rstrip("\n")
+            if line:
+                last = line
+                if progress:
+                    progress(line)
+        rc = p.wait()
+    except KeyboardInterrupt:
+        p.stdin.close()                          # the command stops the run when its input ends
+        try:
+            p.send_signal(signal.SIGINT)
+        except OSError:
+            pass
+        for line in p.stdout:                    # its clean-up lines
+            if progress and line.strip():
+                progress(line.rstrip("\n"))
+        p.wait()
+        raise
+    if rc != 0:
+        if "a password is required" in last or "not allowed to execute" in last:
+            raise RunFailed(f"{lab}: this user may not run experiments ({last}); the lab VM "
+                            f"allows its lab user to run {HELPER} through sudo")
+        raise RunFailed(f"{lab}: the run failed: {last}")
+    return lab_dir(lab, root)
 
 
 # ---------------------------------------------------------------- loading

@@ -93,9 +93,23 @@ if [ -x /usr/bin/dumpcap ]; then
   chmod 0750 /usr/bin/dumpcap
   setcap cap_net_raw,cap_net_admin+eip /usr/bin/dumpcap 2>/dev/null || chmod u+s /usr/bin/dumpcap
 fi
-# The labs create namespaces and shape links: the lab user runs them through sudo.
-echo "$LAB_USER ALL=(ALL) NOPASSWD:ALL" > /etc/sudoers.d/cclab
+# The labs create namespaces, shape links and set module parameters, which need root; the
+# notebook kernel does not run as root.  The lab user may run one command as root, and only
+# that one: the lab command (labs/lab_command.py), through a root-owned wrapper that fixes the
+# interpreter and the kit it runs, with Python in isolated mode (no PYTHONPATH, no user site).
+# sudo resets the environment.  (A Vagrant box's own sudoers file gives its vagrant user more;
+# that is the box's, for Vagrant itself.)
+install -d -m 0755 /usr/local/sbin
+cat > /usr/local/sbin/cclab-lab-run <<EOF
+#!/bin/sh
+# The lab user's one privileged command (/etc/sudoers.d/cclab): see $KIT_MOUNT/labs/lab_command.py
+exec $VENV/bin/python3 -I $KIT_MOUNT/labs/lab_command.py "\$@"
+EOF
+chown root:root /usr/local/sbin/cclab-lab-run
+chmod 0755 /usr/local/sbin/cclab-lab-run
+echo "$LAB_USER ALL=(root) NOPASSWD: /usr/local/sbin/cclab-lab-run" > /etc/sudoers.d/cclab
 chmod 0440 /etc/sudoers.d/cclab
+visudo -cqf /etc/sudoers.d/cclab || die "the sudoers line for the lab command does not parse"
 
 # ---------------------------------------------------------------- Mininet
 # Debian's Mininet 2.3.0 imports distutils, which Python 3.12 dropped; setuptools ships a
@@ -130,6 +144,13 @@ fi
 # The kit's own package, from wherever the checkout is mounted in the VM.
 site=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 echo "$KIT_MOUNT" > "$site/cclab-kit.pth"
+# The `cclab` command.  The .pth above is how an editable install points Python at a checkout;
+# the command beside it runs the package from there, so an edit in the checkout is what runs.
+cat > "$VENV/bin/cclab" <<EOF
+#!/bin/sh
+exec $VENV/bin/python3 -m cclab "\$@"
+EOF
+chmod 0755 "$VENV/bin/cclab"
 cat > /etc/profile.d/cclab.sh <<EOF
 export PATH=$VENV/bin:\$PATH
 export CCLAB_KIT=$KIT_MOUNT
@@ -218,6 +239,7 @@ User=$LAB_USER
 WorkingDirectory=$home
 Environment=PATH=$VENV/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 Environment=CCLAB_KIT=$KIT_MOUNT
+Environment=CCLAB_MODE=quick
 ExecStart=/bin/sh -c 'exec $VENV/bin/jupyter lab --no-browser --ip=0.0.0.0 --port=8888 --ServerApp.root_dir=$KIT_MOUNT --IdentityProvider.token="\$(cat $token_file)"'
 Restart=on-failure
 

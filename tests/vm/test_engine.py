@@ -329,9 +329,40 @@ def test_wifi(tmp_path, no_hystart, base_rtt):
     assert_no_loss(d, 2)
 
 
+def served_windows(d, direction, windows):
+    """For each window (t0, t1): the rate the bottleneck's netem served (frame bits/s, from its
+    byte counter interpolated at the window's edges), the rate the run's own link changes put
+    in force over it (their t_applied), and whether the queue held packets at every qdisc
+    sample in it (a link only serves its rate while it has something to send)."""
+    import numpy as np
+    q = results.load(d, "qdisc")
+    q = q[(q.direction == direction) & (q.kind == "netem")]
+    node, dev = max(q.groupby(["node", "dev"]), key=lambda kv: kv[1].bytes.max())[0]
+    q = q[(q.node == node) & (q.dev == dev)].sort_values("t")
+    ch = results.load(d, "changes")
+    ch = ch[ch.direction == direction].sort_values("t_applied")
+    out = []
+    for t0, t1 in windows:
+        sent = np.interp([t0, t1], q.t, q.bytes)
+        served = (sent[1] - sent[0]) * 8 / (t1 - t0)
+        edges = [t0] + [t for t in ch.t_applied if t0 < t < t1] + [t1]
+        before = lambda t: ch[ch.t_applied <= t].rate_bps.iloc[-1]      # noqa: E731
+        applied = sum(before(a) * (b - a) for a, b in zip(edges, edges[1:])) / (t1 - t0)
+        inside = q[(q.t >= t0) & (q.t <= t1)]
+        backlogged = len(inside) > 0 and bool((inside.backlog_packets > 0).all())
+        out.append((t0, t1, served, applied, backlogged))
+    return out
+
+
 def test_cellular_follows_trace(tmp_path, base_rtt):
+    """The link serves the trace's rate.  What is compared is what the link can be held to: the
+    bytes the bottleneck's netem sent in each second against the rates the run's changes put in
+    force over that same second, in the seconds its queue never ran empty.  (Comparing the
+    flow's goodput with the trace read 57-60 % off in some seconds: after a fade a cubic flow
+    that lost packets in the deep queue has too small a window to fill the next high-rate
+    steps, so the link idles; that is the flow, not the emulator.)"""
     d, man = run(tmp_path, "cellular", [Flow(cca="cubic", start=1, duration=12),
-                                        udp_probe(13.5)], ss_hz=10)
+                                        udp_probe(13.5)], ss_hz=10, qdisc_hz=25)
     assert near(idle_rtt(d, 0.9), 40.0 + base_rtt)
     assert_no_loss(d, 2)
     ch = results.load(d, "changes")
@@ -342,15 +373,25 @@ def test_cellular_follows_trace(tmp_path, base_rtt):
     # start, up to 167 ms late
     assert len(ch) > 20 and late.median() < 0.02 and late.max() < 0.25, ch
     trace = traces.read(KIT_DIR / "topologies" / "traces" / "cell-10mbit.down")
-    expected = traces.rates(trace, 1.0, 12)
-    errors, tot_m, tot_e = [], 0.0, 0.0
-    for s in range(4, 12):                     # after slow start has filled the buffer
-        m = goodput(d, 1, s - 0.01, s + 1.01)
-        e = expected[s] * PAYLOAD
-        errors.append(abs(m - e) / e)
-        tot_m, tot_e = tot_m + m, tot_e + e
-    assert near(tot_m, tot_e), (tot_m, tot_e)
-    assert statistics.median(errors) < 0.10, errors
+    planned = traces.rates(trace, 1.0, 13)
+    rows = served_windows(d, "down", [(s, s + 1.0) for s in range(3, 13)])
+    print("  window   trace  in force  served  error  backlogged   (Mbit/s of frames)")
+    errors = []
+    for (t0, t1, served, applied, backlogged), trace_rate in zip(rows, planned[3:]):
+        err = abs(served - applied) / applied
+        print(f"  {t0:4.0f}-{t1:<4.0f} {trace_rate / 1e6:6.2f} {applied / 1e6:8.2f} {served / 1e6:7.2f} "
+              f"{err * 100:5.1f} %  {backlogged}")
+        # the changes in force are the trace's (the engine's own arithmetic, to within a
+        # change's lateness)
+        assert abs(applied - trace_rate) <= 0.15 * trace_rate, (t0, applied, trace_rate)
+        if backlogged:
+            errors.append(err)
+    errors.sort()
+    print(f"backlogged seconds: {len(errors)} of {len(rows)}; error median "
+          f"{statistics.median(errors) * 100:.1f} %, max {errors[-1] * 100:.1f} %" if errors else
+          "no backlogged second")
+    assert len(errors) >= len(rows) // 2, "the flow left the queue empty in most seconds"
+    assert statistics.median(errors) < 0.05 and errors[-1] < 0.15, errors
 
 
 def test_leo_rtt_changes_at_reconfiguration(tmp_path):

@@ -1,0 +1,90 @@
+"""What each lab's quick mode costs beyond its flows, measured in one lab-VM session.
+
+    vm/run.sh --timeout 3600 -- python3 bench/lab_overhead.py [lab1 lab2 lab3 lab4]
+
+Each lab's master notebook runs in quick mode as a student runs it: as the VM's lab user, its
+experiments through the lab command (grading/run_master.py --work, as the in-VM lab tests do).
+For each lab it prints:
+- notebook: the wall time of the whole notebook (experiments, analysis, checks);
+- runs: the time the lab's experiments took (the record's `seconds`: engine set-up, flows,
+  tables and tear-down of every run);
+- flows: the sum over the lab's runs of each run's timeline, t = 0 to its last flow's end
+  (labkit.flow_seconds, from the experiment files);
+- the ratios runs/flows and notebook/flows, and the same over all labs.
+The targets (issue 15) are runs/flows <= 1.3 for every lab and <= 1.25 over the quick suite.
+Nothing is asserted: the figures depend on the host, and this only prints them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+KIT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(KIT / "notebooks"))
+sys.path.insert(0, str(KIT))
+
+import labkit  # noqa: E402
+
+LABS = ("lab1", "lab2", "lab3", "lab4")
+TARGET_LAB, TARGET_SUITE = 1.3, 1.25
+
+
+def lab_user():
+    import pwd
+    import re
+    unit = Path("/etc/systemd/system/cclab-jupyter.service")
+    m = re.search(r"^User=(.*)$", unit.read_text(), re.M) if unit.is_file() else None
+    return pwd.getpwnam(m.group(1)) if m else None
+
+
+def run_notebook(lab: str) -> tuple[float, float]:
+    """(notebook seconds, runs seconds) of one quick-mode run of the lab's master."""
+    user = lab_user()
+    base = Path(tempfile.mkdtemp(prefix=f"bench-{lab}-", dir=user.pw_dir if user else None))
+    cmd = [sys.executable, str(KIT / "grading" / "run_master.py"), lab, "--mode", "quick",
+           "--work", str(base)]
+    env = dict(os.environ, CCLAB_KIT=str(KIT), MPLBACKEND="Agg")
+    if user is not None and os.geteuid() == 0:
+        os.chown(base, user.pw_uid, user.pw_gid)
+        cmd = ["runuser", "-u", user.pw_name, "--"] + cmd
+        env["HOME"] = user.pw_dir
+    began = time.monotonic()
+    r = subprocess.run(cmd, env=env, cwd=base, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       text=True)
+    took = time.monotonic() - began
+    if r.returncode != 0:
+        raise SystemExit(f"lab_overhead: {lab} failed: {r.stderr.strip().splitlines()[-1:]}")
+    rec = json.loads((base / lab / "submission" / lab / "record.json").read_text())
+    return took, float(rec["seconds"])
+
+
+def main(argv=None) -> int:
+    labs = (argv if argv is not None else sys.argv[1:]) or list(LABS)
+    bad = [lab for lab in labs if lab not in LABS]
+    if bad:
+        print(f"lab_overhead: no lab {bad[0]} (labs: {', '.join(LABS)})", file=sys.stderr)
+        return 2
+    rows = []
+    print(f"{'lab':5} {'notebook s':>10} {'runs s':>8} {'flows s':>8} {'runs/flows':>10} "
+          f"{'notebook/flows':>14}", flush=True)
+    for lab in labs:
+        flows = labkit.flow_seconds(lab, "quick")
+        notebook, runs = run_notebook(lab)
+        rows.append((lab, notebook, runs, flows))
+        mark = "" if runs / flows <= TARGET_LAB else f"  (target {TARGET_LAB})"
+        print(f"{lab:5} {notebook:10.0f} {runs:8.0f} {flows:8.0f} {runs / flows:10.2f} "
+              f"{notebook / flows:14.2f}{mark}", flush=True)
+    n, r, f = (sum(x[i] for x in rows) for i in (1, 2, 3))
+    print(f"{'all':5} {n:10.0f} {r:8.0f} {f:8.0f} {r / f:10.2f} {n / f:14.2f}"
+          + ("" if r / f <= TARGET_SUITE else f"  (target {TARGET_SUITE})"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,176 @@
+"""The lab user's one privileged command: run one lab's experiments and hand the results over.
+
+    sudo cclab-lab-run LAB MODE DEST [--ccas NAME,NAME...]
+
+The notebook kernel runs unprivileged; building namespaces, shaping links and writing module
+parameters need root.  vm/provision.sh installs /usr/local/sbin/cclab-lab-run, a root-owned
+wrapper that starts this file with the VM's Python in isolated mode, and a sudoers line that lets
+the lab user run that wrapper, and nothing else, without a password.  labkit.run_lab and
+kmodlab.run call it when they are not root.
+
+What the caller chooses is data: a lab of LABS, a mode, the congestion controls to keep (names
+of the kernel's form) and DEST, the folder the results go to.  The experiments are the kit's own
+files for that lab and mode.  As root the lab runs into a new folder only root can read; its
+files are then given to the caller, and a child process that has become the caller (its uid, gid
+and groups) copies them into DEST and moves them into place (labkit.install_results: earlier
+results are kept, never deleted).  So the kernel's own permission checks decide whether the
+caller may write in DEST: a run cannot write into another user's folders.
+
+Progress lines go to standard output.  The run stops, cleans up and keeps nothing when it gets
+SIGINT, SIGTERM or SIGHUP, or when its standard input ends (the notebook closes it when
+interrupted, and it ends when the notebook's kernel dies).  Exit status: 0 done, 1 the run
+failed, 2 bad usage, 130 interrupted; every error is one line on standard error.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import re
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent          # labs/ of the kit the wrapper names
+KIT = HERE.parent
+LABS = {"lab1": "labkit", "lab2": "labkit", "lab3": "kmodlab", "lab4": "kmodlab"}
+MODES = ("quick", "full")
+CCA_NAME = re.compile(r"^[a-z][a-z0-9_]{0,15}$")
+STAGING = Path("/var/tmp")
+PROG = "cclab-lab-run"
+
+
+class Usage(Exception):
+    pass
+
+
+def fail(msg: str, code: int) -> int:
+    print(f"{PROG}: {msg}", file=sys.stderr, flush=True)
+    return code
+
+
+def parse(argv: list[str]) -> tuple[str, str, Path, list[str] | None]:
+    ccas = None
+    args = list(argv)
+    if "--ccas" in args:
+        i = args.index("--ccas")
+        if i + 1 >= len(args):
+            raise Usage("--ccas needs a comma-separated list of congestion controls")
+        ccas = [c for c in args[i + 1].split(",") if c]
+        del args[i:i + 2]
+        bad = [c for c in ccas if not CCA_NAME.match(c)]
+        if bad or not ccas:
+            raise Usage(f"--ccas: not a congestion-control name: {bad[0] if bad else '(empty)'}")
+    if len(args) != 3:
+        raise Usage(f"usage: {PROG} LAB MODE DEST [--ccas NAME,...] (LAB one of {', '.join(LABS)})")
+    lab, mode, dest = args
+    if lab not in LABS:
+        raise Usage(f"no lab {lab!r} runs through this command (it runs {', '.join(LABS)})")
+    if mode not in MODES:
+        raise Usage(f"mode must be quick or full, not {mode!r}")
+    if not dest.startswith("/") or "\0" in dest:
+        raise Usage(f"DEST must be an absolute path, not {dest!r}")
+    return lab, mode, Path(dest), ccas
+
+
+def caller() -> pwd.struct_passwd:
+    """Who asked: sudo's SUDO_UID, or the real user when root runs this directly."""
+    uid = os.environ.get("SUDO_UID")
+    try:
+        return pwd.getpwuid(int(uid) if uid is not None else os.getuid())
+    except (KeyError, ValueError):
+        raise Usage(f"unknown calling user (SUDO_UID={uid!r})") from None
+
+
+def stop_when_input_ends() -> None:
+    """SIGINT to this process once standard input reaches its end (the caller went away)."""
+    def watch():
+        try:
+            while sys.stdin.buffer.read(4096):
+                pass
+        except (OSError, ValueError):
+            pass
+        os.kill(os.getpid(), signal.SIGINT)
+    if not sys.stdin.isatty():
+        threading.Thread(target=watch, daemon=True).start()
+
+
+def give(tree: Path, who: pwd.struct_passwd) -> None:
+    """Make every file under tree the caller's (the run made them as root)."""
+    for top, dirs, files in os.walk(tree):
+        for name in (top, *(os.path.join(top, f) for f in files)):
+            os.lchown(name, who.pw_uid, who.pw_gid)
+
+
+def hand_over(lab: str, staged: Path, dest: Path, who: pwd.struct_passwd) -> int:
+    """As the caller: copy staged/<lab> into DEST and put it in place; returns the child's status."""
+    import labkit
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.setgroups(os.getgrouplist(who.pw_name, who.pw_gid))
+            os.setgid(who.pw_gid)
+            os.setuid(who.pw_uid)
+            dest.mkdir(parents=True, exist_ok=True)
+            incoming = Path(tempfile.mkdtemp(prefix=f".{lab}.incoming-", dir=dest))
+            try:
+                shutil.copytree(staged / lab, incoming / lab, symlinks=True)
+                labkit.install_results(lab, incoming / lab, dest)
+            finally:
+                shutil.rmtree(incoming, ignore_errors=True)
+            code = 0
+        except OSError as e:
+            print(f"{PROG}: cannot put the results in {dest} as {who.pw_name}: "
+                  f"{e.strerror or e}", file=sys.stderr, flush=True)
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status)
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        lab, mode, dest, ccas = parse(sys.argv[1:] if argv is None else argv)
+        who = caller()
+    except Usage as e:
+        return fail(str(e), 2)
+    if os.geteuid() != 0:
+        return fail("must run as root (the lab user runs it through sudo)", 2)
+    for d in (KIT / "notebooks", HERE):
+        sys.path.insert(0, str(d))
+    sys.path.insert(0, str(KIT))
+    os.environ["CCLAB_KIT"] = str(KIT)
+    os.environ.pop("CCLAB_REPLAY", None)
+    import labkit
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    signal.signal(signal.SIGHUP, signal.default_int_handler)
+    stop_when_input_ends()
+    STAGING.mkdir(parents=True, exist_ok=True)
+    staged = Path(tempfile.mkdtemp(prefix=f"cclab-{lab}-{who.pw_name}-", dir=STAGING))
+    say = lambda line: print(line, flush=True)         # noqa: E731
+    try:
+        if LABS[lab] == "labkit":
+            labkit.run_lab(lab, mode, root=staged, ccas=ccas, progress=say)
+        else:
+            import kmodlab
+            kmodlab.run(lab, mode, root=staged, progress=say)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)     # the hand-over runs to its end
+        give(staged, who)
+        if hand_over(lab, staged, dest, who) != 0:
+            return 1
+        say(f"{lab}: {mode} results in {labkit.lab_dir(lab, dest)}")
+        return 0
+    except KeyboardInterrupt:
+        return fail(f"{lab}: interrupted; nothing of this run was kept", 130)
+    except Exception as e:                                # the run's own one-line reason
+        return fail(f"{lab}: {type(e).__name__}: {e}".splitlines()[0], 1)
+    finally:
+        shutil.rmtree(staged, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

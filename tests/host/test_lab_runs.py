@@ -1,0 +1,131 @@
+"""How a lab's results are kept (labkit.run_staged), and the lab command's input checks
+(labs/lab_command.py).  The experiments here are stand-ins that write files: what is tested is
+the folder handling, which is the same for real runs (the in-VM lab tests run those)."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+KIT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(KIT / "notebooks"))
+sys.path.insert(0, str(KIT / "labs"))
+
+import labkit  # noqa: E402
+import lab_command  # noqa: E402
+
+
+def fake_runs(tag, fail=False):
+    """experiments(out): one run folder holding `tag`; raises after writing it if fail."""
+    def experiments(out):
+        d = out / "exp" / "1"
+        d.mkdir(parents=True)
+        (d / "manifest.json").write_text(json.dumps({"tag": tag}))
+        if fail:
+            raise KeyboardInterrupt
+        return [d]
+    return experiments
+
+
+def tag_of(d):
+    return json.loads((Path(d) / "exp" / "1" / "manifest.json").read_text())["tag"]
+
+
+@pytest.fixture(autouse=True)
+def as_root(monkeypatch):
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    monkeypatch.delenv("CCLAB_REPLAY", raising=False)
+
+
+def test_a_run_is_recorded_and_a_rerun_of_the_same_mode_reuses_it(tmp_path):
+    base = labkit.run_staged("lab1", "quick", tmp_path, fake_runs("q1"), progress=None)
+    assert base == tmp_path / "lab1" and tag_of(base) == "q1"
+    assert labkit.read_record("lab1", tmp_path)["mode"] == "quick"
+    labkit.run_staged("lab1", "quick", tmp_path, fake_runs("q2"), progress=None)
+    assert tag_of(base) == "q1"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["lab1"]       # no partial left
+
+
+def test_an_interrupted_run_keeps_the_earlier_results_and_nothing_of_its_own(tmp_path):
+    labkit.run_staged("lab1", "quick", tmp_path, fake_runs("q1"), progress=None)
+    with pytest.raises(KeyboardInterrupt):
+        labkit.run_staged("lab1", "full", tmp_path, fake_runs("f1", fail=True), progress=None)
+    assert tag_of(tmp_path / "lab1") == "q1"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["lab1"]
+
+
+def test_modes_sit_side_by_side_and_switching_back_runs_nothing(tmp_path):
+    labkit.run_staged("lab1", "quick", tmp_path, fake_runs("q1"), progress=None)
+    labkit.run_staged("lab1", "full", tmp_path, fake_runs("f1"), progress=None)
+    assert tag_of(tmp_path / "lab1") == "f1" and tag_of(tmp_path / "lab1-quick") == "q1"
+    said = []
+    labkit.run_staged("lab1", "quick", tmp_path, fake_runs("q2"), progress=said.append)
+    assert tag_of(tmp_path / "lab1") == "q1" and tag_of(tmp_path / "lab1-full") == "f1"
+    assert any("kept" in s for s in said), said
+
+
+def test_a_kept_folder_in_the_way_is_moved_on_never_deleted(tmp_path):
+    labkit.run_staged("lab1", "quick", tmp_path, fake_runs("q1"), progress=None)
+    labkit.run_staged("lab1", "full", tmp_path, fake_runs("f1"), progress=None)
+    (tmp_path / "lab1" / "record.json").unlink()           # the active results lose their record
+    labkit.run_staged("lab1", "full", tmp_path, fake_runs("f2"), progress=None)
+    tags = sorted(tag_of(p) for p in tmp_path.iterdir() if (p / "exp").is_dir())
+    assert tags == ["f1", "f2", "q1"]
+
+
+def test_quick_is_the_default_and_a_bad_mode_is_refused(monkeypatch):
+    monkeypatch.delenv("CCLAB_MODE", raising=False)
+    monkeypatch.delenv("CCLAB_QUICK", raising=False)
+    assert labkit.mode() == "quick"
+    monkeypatch.setenv("CCLAB_MODE", "Full")
+    with pytest.raises(ValueError, match="quick or full"):
+        labkit.mode()
+
+
+def test_unprivileged_runs_go_through_the_lab_command(tmp_path, monkeypatch):
+    """Not root: run_staged runs `sudo -n HELPER LAB MODE DEST`, relays its lines, and turns
+    a failure into one error naming it (a stand-in helper, through a stand-in sudo)."""
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    (bin_ / "sudo").write_text('#!/bin/sh\n[ "$1" = -n ] && shift; exec "$@"\n')
+    helper = tmp_path / "helper"
+    helper.write_text('#!/bin/sh\necho "running $1 $2 into $3"\n'
+                      'mkdir -p "$3/$1" && echo \'{"mode": "\'$2\'"}\' > "$3/$1/record.json"\n')
+    for f in (bin_ / "sudo", helper):
+        f.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_}:{os.environ['PATH']}")
+    monkeypatch.setenv(labkit.ENV_HELPER, str(helper))
+    said = []
+    base = labkit.run_staged("lab1", "quick", tmp_path / "sub", fake_runs("x"), said.append)
+    assert said == [f"running lab1 quick into {tmp_path / 'sub'}"]
+    assert labkit.read_record("lab1", tmp_path / "sub")["mode"] == "quick" and base.is_dir()
+    helper.write_text('#!/bin/sh\necho "cclab-lab-run: lab2: RunError: no such profile" >&2\nexit 1\n')
+    with pytest.raises(labkit.RunFailed, match="no such profile"):
+        labkit.run_staged("lab2", "quick", tmp_path / "sub", fake_runs("x"), None)
+
+
+@pytest.mark.parametrize("argv, why", [
+    ([], "usage"),
+    (["lab5", "quick", "/tmp/x"], "no lab 'lab5'"),
+    (["lab1", "fast", "/tmp/x"], "mode must be quick or full"),
+    (["lab1", "quick", "rel/path"], "absolute path"),
+    (["lab1", "quick", "/tmp/x", "--ccas"], "--ccas needs"),
+    (["lab1", "quick", "/tmp/x", "--ccas", "cubic,$(reboot)"], "not a congestion-control name"),
+    (["lab1", "quick", "/tmp/x", "--ccas", ","], "(empty)"),
+    (["lab1", "quick", "/tmp/x", "extra"], "usage"),
+])
+def test_the_lab_command_refuses_bad_input_in_one_line(argv, why):
+    r = subprocess.run([sys.executable, "-I", str(KIT / "labs" / "lab_command.py"), *argv],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2, r
+    assert r.stdout == "" and len(r.stderr.splitlines()) == 1 and why in r.stderr, r.stderr
+    assert r.stderr.startswith("cclab-lab-run: ")
+
+
+def test_the_lab_command_parses_good_input():
+    assert lab_command.parse(["lab2", "full", "/home/lab/s", "--ccas", "cubic,bbr"]) == (
+        "lab2", "full", Path("/home/lab/s"), ["cubic", "bbr"])
