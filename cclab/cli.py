@@ -1,7 +1,8 @@
 """The `cclab` command (also `python3 -m cclab`).
 
     cclab run SPEC [--quick] [--out DIR]   run an experiment file (all repetitions)
-    cclab check SPEC                       validate an experiment file, run nothing
+    cclab check FILE                       validate an experiment (or a profile) file, run nothing
+    cclab schema [experiment|profile]      the JSON Schema of those files, for editors
     cclab profiles                         list the link profiles
     cclab clean                            remove what a killed run left behind
     cclab plot RUN_DIR [-o PNG]            throughput / cwnd / RTT over time
@@ -39,13 +40,29 @@ def cmd_profiles(a) -> int:
 
 
 def cmd_check(a) -> int:
-    from . import spec, topo
+    from . import profiles, spec, topo
+    from pathlib import Path
+    table = profiles.load_toml(Path(a.spec), "experiment")
+    if "profile" not in table and ({"down", "up"} & set(table)):
+        # a profile file (topologies/*.toml): it shapes a link and runs nothing
+        try:
+            p = profiles.from_dict(table, Path(a.spec).stem, Path(a.spec).parent, a.spec)
+        except SpecError as e:
+            raise e.in_file(a.spec) from None
+        print(f"{p.name}: profile, {p.pairs} pair(s), shapes {' and '.join(p.directions())}")
+        return 0
     exp = spec.load(a.spec)
     print(f"{exp.name}: profile {exp.link.name}, {len(exp.flows)} flow(s), "
           f"{exp.repetitions} repetition(s), about {exp.planned_length():.0f} s each")
     if a.plan:
         for node, argv in topo.plan(exp):
             print(f"{node}: {' '.join(argv)}")
+    return 0
+
+
+def cmd_schema(a) -> int:
+    from . import schema
+    sys.stdout.write(schema.json_text(a.kind))
     return 0
 
 
@@ -101,10 +118,13 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--quick", action="store_true", help="one repetition, at most ~10 s")
     r.add_argument("--out", default="results", help="results folder (default: ./results)")
     r.set_defaults(func=cmd_run)
-    c = sub.add_parser("check", help="validate an experiment file")
+    c = sub.add_parser("check", help="validate an experiment or a profile file")
     c.add_argument("spec")
     c.add_argument("--plan", action="store_true", help="print the configuration commands")
     c.set_defaults(func=cmd_check)
+    s = sub.add_parser("schema", help="print the JSON Schema of experiment or profile files")
+    s.add_argument("kind", nargs="?", default="experiment", choices=("experiment", "profile"))
+    s.set_defaults(func=cmd_schema)
     p = sub.add_parser("profiles", help="list link profiles")
     p.set_defaults(func=cmd_profiles)
     k = sub.add_parser("clean", help="remove what a killed run left")

@@ -12,7 +12,9 @@ topologies/wired.toml for every key with a comment.  A profile may also be time-
 (`[dynamics]`): `kind = "reconfigure"` re-draws rate and delay periodically (LEO), and
 `kind = "trace"` replays a mahimahi trace (cellular).
 
-Adding a profile means writing one TOML file; the engine needs no change.
+Adding a profile means writing one TOML file; the engine needs no change.  The file's schema
+is cclab/schema.py's ProfileModel (docs/profile.schema.json for editors); the dataclasses here
+validate through it, whether read from a file or built in Python.
 """
 
 from __future__ import annotations
@@ -20,11 +22,12 @@ from __future__ import annotations
 import copy
 import math
 import os
+import re
 import sys
-from dataclasses import dataclass, field, asdict
+from dataclasses import dataclass, field, asdict, fields
 from pathlib import Path
 
-from . import units
+from . import schema
 from .units import SpecError
 
 if sys.version_info >= (3, 11):
@@ -32,20 +35,10 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-MTU = 1500                      # bytes per packet, for buffer and delay-line sizes
+MTU = schema.MTU                # bytes per packet, for buffer and delay-line sizes
 KIT_DIR = Path(__file__).resolve().parent.parent
 TOPOLOGY_DIR = KIT_DIR / "topologies"
 SHAPERS = ("htb", "tbf", "netem")
-
-
-def check_keys(table: dict, allowed, where: str = "") -> None:
-    """Refuse keys this table does not know: a typo must not be silently ignored."""
-    if not isinstance(table, dict):
-        raise SpecError(where, f"expected a table, got {table!r}")
-    for key in table:
-        if key not in allowed:
-            name = f"{where}.{key}" if where else key
-            raise SpecError(name, f"unknown key (known keys: {', '.join(sorted(allowed))})")
 
 
 def load_toml(path: Path, what: str) -> dict:
@@ -54,8 +47,60 @@ def load_toml(path: Path, what: str) -> dict:
             return tomllib.load(f)
     except OSError as e:
         raise SpecError(str(path), f"cannot read {what}: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:
+        line, key = _place(e.object, e.start)
+        raise SpecError(key, f"not UTF-8 text (TOML files are): byte 0x{e.object[e.start]:02x} "
+                        f"on line {line}", str(path)) from None
     except tomllib.TOMLDecodeError as e:
         raise SpecError(str(path), f"not valid TOML: {e}") from None
+
+
+def _place(data: bytes, offset: int) -> tuple[int, str]:
+    """The line of `offset` in a TOML file and the key written there, under its table
+    ("flow[1].cca"), as far as the lines before it tell."""
+    lines = data[:offset].split(b"\n")
+    table, arrays = "", {}
+    for text in lines[:-1]:
+        m = re.match(rb"\s*(\[\[?)\s*([^\]]+?)\s*\]", text)
+        if m:
+            table = m.group(2).decode("utf-8", "replace")
+            if m.group(1) == b"[[":
+                arrays[table] = arrays.get(table, -1) + 1
+                table = f"{table}[{arrays[table]}]"
+    m = re.match(rb"\s*([A-Za-z0-9_.\"-]+)\s*=", lines[-1])
+    key = m.group(1).decode("utf-8", "replace").replace('"', "") if m else ""
+    return len(lines), ".".join(k for k in (table, key) if k)
+
+
+def given(obj, model) -> dict:
+    """A dataclass's fields that `model` checks, as the table a file would hold (nested
+    dataclasses as tables too)."""
+    out = {}
+    for f in fields(obj):
+        if f.name in model.model_fields:
+            value = getattr(obj, f.name)
+            out[f.name] = _table(value)
+    return out
+
+
+def _table(value):
+    if isinstance(value, (Slot, Direction)):
+        return given(value, schema.SlotModel if isinstance(value, Slot) else schema.DirectionModel)
+    if isinstance(value, Reconfigure):
+        return dict(given(value, schema.ReconfigureModel), kind="reconfigure")
+    if isinstance(value, TraceReplay):
+        return dict(given(value, schema.TraceModel), kind="trace")
+    return value
+
+
+def store(obj, checked, **convert) -> None:
+    """Put a validated model's values back into the dataclass `obj` (nested tables through
+    `convert[name]`)."""
+    mine = {f.name for f in fields(obj)}
+    for name in type(checked).model_fields:
+        if name in mine:
+            value = getattr(checked, name)
+            setattr(obj, name, convert[name](value) if name in convert else value)
 
 
 # ---------------------------------------------------------------- one direction
@@ -69,14 +114,7 @@ class Slot:
     bytes: int | None = None    # most bytes per slot
 
     def __post_init__(self):
-        self.min = units.duration(self.min, "min")
-        self.max = units.duration(self.max, "max")
-        if self.max < self.min:
-            raise SpecError("max", "must not be below min")
-        if self.packets is not None:
-            self.packets = units.integer(self.packets, "packets", minimum=1)
-        if self.bytes is not None:
-            self.bytes = units.size(self.bytes, "bytes")
+        store(self, schema.validate(schema.SlotModel, given(self, schema.SlotModel)))
 
 
 @dataclass
@@ -95,43 +133,8 @@ class Direction:
     at: str = "router"              # router: on the router egress; host: on the sender's NIC
 
     def __post_init__(self):
-        self.rate = units.rate(self.rate, "rate")
-        self.delay = units.duration(self.delay, "delay")
-        self.jitter = units.duration(self.jitter, "jitter")
-        self.loss = units.percent(self.loss, "loss")
-        if isinstance(self.buffer, str) and self.buffer.strip().lower().endswith("bdp"):
-            k = units.number(self.buffer.strip()[:-3].strip() or "1", "buffer", minimum=0)
-            if k <= 0:
-                raise SpecError("buffer", f"must be greater than zero, got {self.buffer!r}")
-            self.buffer = f"{k:g}bdp"
-        else:
-            self.buffer = units.integer(self.buffer, "buffer", minimum=1)
-        if self.limit is not None:
-            self.limit = units.integer(self.limit, "limit", minimum=1)
-        if self.shaper not in SHAPERS:
-            raise SpecError("shaper", f"must be one of {', '.join(SHAPERS)}, got {self.shaper!r}")
-        if self.burst is not None:
-            self.burst = units.size(self.burst, "burst")
-            if self.burst < MTU:
-                raise SpecError("burst", f"must hold one packet ({MTU} bytes), got {self.burst}")
-        if self.latency is not None:
-            if self.shaper != "tbf":
-                raise SpecError("latency", "only applies to shaper = \"tbf\"")
-            self.latency = units.duration(self.latency, "latency", positive=True)
-        if isinstance(self.slot, dict):
-            check_keys(self.slot, Slot.__dataclass_fields__, "slot")
-            try:
-                self.slot = Slot(**self.slot)
-            except SpecError as e:
-                raise e.under("slot") from None
-            except TypeError as e:
-                raise SpecError("slot", str(e)) from None
-        if self.at not in ("router", "host"):
-            raise SpecError("at", f"must be \"router\" or \"host\", got {self.at!r}")
-        if (self.jitter or self.slot) and self.shaper != "netem":
-            # Only netem's own rate keeps jittered packets in order.
-            raise SpecError("jitter" if self.jitter else "slot",
-                            "needs shaper = \"netem\" (so jitter does not reorder packets)")
+        store(self, schema.validate(schema.DirectionModel, given(self, schema.DirectionModel)),
+              slot=lambda m: None if m is None else Slot(**m.model_dump()))
 
     def buffer_packets(self, base_rtt: float) -> int:
         """The buffer in packets; BDP multiples use this direction's rate and the base RTT."""
@@ -157,28 +160,9 @@ class Reconfigure:
     outage_loss: float = 100.0          # % lost during the outage (100: nothing passes)
 
     def __post_init__(self):
-        self.period = units.duration(self.period, "period", positive=True)
-        self.offset = units.duration(self.offset, "offset")
-        if self.align not in ("wallclock", "start"):
-            raise SpecError("align", f"must be \"wallclock\" or \"start\", got {self.align!r}")
-        self.down_rate = self._range(self.down_rate, "down_rate", units.rate)
-        self.up_rate = self._range(self.up_rate, "up_rate", units.rate)
-        self.delay = self._range(self.delay, "delay", units.duration)
-        self.outage = units.duration(self.outage, "outage")
-        if self.outage >= self.period:
-            raise SpecError("outage", "must be shorter than the period")
-        self.outage_loss = units.percent(self.outage_loss, "outage_loss")
-
-    @staticmethod
-    def _range(value, name, parse):
-        if value in ((), [], None):
-            return ()
-        if not isinstance(value, (list, tuple)) or len(value) != 2:
-            raise SpecError(name, f"expected [low, high], got {value!r}")
-        lo, hi = parse(value[0], f"{name}[0]"), parse(value[1], f"{name}[1]")
-        if hi < lo:
-            raise SpecError(name, "high must not be below low")
-        return (lo, hi)
+        whole = lambda r: () if r is None else tuple(r)
+        store(self, schema.validate(schema.ReconfigureModel, given(self, schema.ReconfigureModel)),
+              down_rate=whole, up_rate=whole, delay=whole)
 
 
 @dataclass
@@ -191,22 +175,14 @@ class TraceReplay:
 
     def __post_init__(self):
         from . import traces
-        self.step = units.duration(self.step, "step", positive=True)
-        if self.down is None and self.up is None:
-            raise SpecError("down", "a trace replay needs a down and/or an up trace")
+        store(self, schema.validate(schema.TraceModel, given(self, schema.TraceModel)))
         for name in ("down", "up"):
-            value = getattr(self, name)
-            if value is None:
-                continue
-            units.text(value, name)
-            traces.read(self.path(name), name)       # unreadable or malformed: refuse now
+            if getattr(self, name) is not None:
+                traces.read(self.path(name), name)       # unreadable or malformed: refuse now
 
     def path(self, name: str) -> Path:
         p = Path(os.path.expanduser(getattr(self, name)))
         return p if p.is_absolute() else Path(self.base or TOPOLOGY_DIR) / p
-
-
-DYNAMICS = {"reconfigure": Reconfigure, "trace": TraceReplay}
 
 
 # ---------------------------------------------------------------- the profile
@@ -224,25 +200,13 @@ class Profile:
     source: str = ""                             # the file it was read from
 
     def __post_init__(self):
-        units.text(self.name, "name")
-        self.pairs = units.integer(self.pairs, "pairs", minimum=1, maximum=16)
-        for d in ("down", "up"):
-            if isinstance(getattr(self, d), dict):
-                setattr(self, d, _direction(getattr(self, d), d))
-        if self.down is None and self.up is None:
-            raise SpecError("down", "missing: a profile shapes at least one direction")
-        if not isinstance(self.summary, str):
-            raise SpecError("summary", "expected a string")
-        self.offloads = units.boolean(self.offloads, "offloads")
-        if self.offloads and (any(d.loss for d in self.directions().values()) or self.dynamics):
-            raise SpecError("offloads", "must stay false on a lossy or time-varying link "
-                            "(netem would drop whole GSO super-packets)")
-        check_sysctls(self.sysctl, "sysctl")
-        for d in ("down", "up"):
-            wants = (getattr(self.dynamics, d, None) if isinstance(self.dynamics, TraceReplay)
-                     else getattr(self.dynamics, f"{d}_rate", None))
-            if wants and getattr(self, d) is None:
-                raise SpecError(f"dynamics.{d}", f"the profile does not shape {d} (no [{d}] table)")
+        checked = schema.validate(schema.ProfileModel, given(self, schema.ProfileModel))
+        if checked.name is None:
+            raise SpecError("name", "missing")
+        direction = lambda m: None if m is None else Direction(**m.model_dump())
+        store(self, checked, down=direction, up=direction,
+              dynamics=lambda m: self.dynamics if m is None or not isinstance(self.dynamics, dict)
+              else _dynamics(m, Path(TOPOLOGY_DIR)))
 
     def directions(self) -> dict[str, Direction]:
         """The shaped directions by name."""
@@ -278,58 +242,29 @@ class Profile:
         return d
 
 
-def check_sysctls(table, where: str) -> None:
-    if not isinstance(table, dict):
-        raise SpecError(where, f"expected a table of sysctl = value, got {table!r}")
-    for key, value in table.items():
-        if not key.startswith("net.") or not all(p and p.replace("_", "").isalnum()
-                                                 for p in key.split(".")):
-            raise SpecError(f"{where}.{key}", "expected a network sysctl such as net.ipv4.tcp_ecn")
-        if isinstance(value, bool) or not isinstance(value, (int, str)):
-            raise SpecError(f"{where}.{key}", f"expected a number or a string, got {value!r}")
-
-
-def _direction(table: dict, where: str) -> Direction:
-    check_keys(table, Direction.__dataclass_fields__, where)
-    if "rate" not in table:
-        raise SpecError(f"{where}.rate", "missing (every direction needs a rate)")
+def _dynamics(checked, base: Path) -> Reconfigure | TraceReplay:
+    """The dataclass of a validated [dynamics] table (trace paths relative to `base`)."""
+    table = checked.model_dump(exclude={"kind"})
     try:
-        return Direction(**table)
-    except SpecError as e:
-        raise e.under(where) from None
-
-
-def _dynamics(table: dict, base: Path) -> Reconfigure | TraceReplay:
-    table = dict(table)
-    kind = table.pop("kind", None)
-    if kind not in DYNAMICS:
-        raise SpecError("dynamics.kind", f"must be one of {', '.join(DYNAMICS)}, got {kind!r}")
-    cls = DYNAMICS[kind]
-    allowed = [k for k in cls.__dataclass_fields__ if k != "base"]
-    check_keys(table, allowed, "dynamics")
-    if cls is TraceReplay:
-        table["base"] = str(base)
-    try:
-        return cls(**table)
+        if isinstance(checked, schema.TraceModel):
+            return TraceReplay(**table, base=str(base))
+        return Reconfigure(**table)
     except SpecError as e:
         raise e.under("dynamics") from None
 
 
-PROFILE_KEYS = ("name", "summary", "pairs", "down", "up", "dynamics", "sysctl", "offloads")
+DYNAMICS = {"reconfigure": Reconfigure, "trace": TraceReplay}
+PROFILE_KEYS = tuple(schema.ProfileModel.model_fields)
 
 
 def from_dict(table: dict, name: str, base: Path = TOPOLOGY_DIR, source: str = "") -> Profile:
     """Build and validate a profile from a parsed TOML table."""
-    check_keys(table, PROFILE_KEYS)
-    table = dict(table)
-    if "down" not in table and "up" not in table:
-        raise SpecError("down", "missing: a profile needs a [down] and/or an [up] table")
-    for d in ("down", "up"):
-        table[d] = _direction(table[d], d) if d in table else None
-    if "dynamics" in table:
-        table["dynamics"] = _dynamics(table["dynamics"], base)
-    table.setdefault("name", name)
-    return Profile(**table, source=source)
+    checked = schema.validate(schema.ProfileModel, table)
+    direction = lambda m: None if m is None else Direction(**m.model_dump())
+    return Profile(name=checked.name or name, summary=checked.summary, pairs=checked.pairs,
+                   down=direction(checked.down), up=direction(checked.up),
+                   dynamics=None if checked.dynamics is None else _dynamics(checked.dynamics, base),
+                   sysctl=checked.sysctl, offloads=checked.offloads, source=source)
 
 
 def merge(base: dict, override: dict) -> dict:
@@ -380,17 +315,15 @@ def raw(name: str) -> tuple[dict, Path]:
 def load(name: str, override: dict | None = None) -> Profile:
     """Read, merge the experiment's overrides into, and validate a profile."""
     table, path = raw(name)
-    if override:
-        check_keys(override, PROFILE_KEYS, "override")
-        try:
-            from_dict(table, path.stem, path.parent, str(path))
-        except SpecError as e:
-            raise SpecError(f"{path}: {e.field}", e.message) from None
-        try:
-            return from_dict(merge(table, override), path.stem, path.parent, str(path))
-        except SpecError as e:
-            raise e.under("override") from None
     try:
-        return from_dict(table, path.stem, path.parent, str(path))
+        profile = from_dict(table, path.stem, path.parent, str(path))
     except SpecError as e:
-        raise SpecError(f"{path}: {e.field}", e.message) from None
+        raise e.in_file(path) from None
+    if not override:
+        return profile
+    if not isinstance(override, dict):
+        raise SpecError("override", f"expected a table, got {override!r}")
+    try:
+        return from_dict(merge(table, override), path.stem, path.parent, str(path))
+    except SpecError as e:
+        raise e.under("override") from None

@@ -25,28 +25,24 @@ The same in Python:
 
     Experiment(name="x", profile="wired", flows=[Flow(cca="bbr", duration="20s")])
 
-Everything is validated when the object is built; a bad value raises SpecError naming the field,
-before anything touches the system.
+Everything is validated when the object is built; a bad value raises SpecError naming the field
+as the file writes it (`flow[0].rate`, lists counted from 0), before anything touches the system.
+The file's schema is cclab/schema.py's ExperimentModel (docs/experiment.schema.json for editors),
+with an upper bound on every duration, rate and count; the dataclasses here validate through it.
 """
 
 from __future__ import annotations
 
 import copy
-import re
 from dataclasses import dataclass, field, asdict, replace
 from pathlib import Path
 
-from . import profiles, units
-from .profiles import Profile, check_keys, check_sysctls
+from . import profiles, schema
+from .profiles import Profile, given, store
+from .schema import KNOWN_CCAS, MODULE_EVENTS  # noqa: F401  (the kit's lists, re-exported)
 from .units import SpecError
 
-# Congestion controls that Linux ships (loadable as tcp_<name>) and the kit's own modules.
-KNOWN_CCAS = ("bbr", "bic", "cdg", "cubic", "dctcp", "highspeed", "htcp", "hybla", "illinois",
-              "lp", "nv", "reno", "scalable", "vegas", "veno", "westwood", "yeah",
-              "spline", "search")
 BASE_PORT = 5201
-# The kit's modules' tracepoints a spec may enable (measure.events), and the table of each.
-MODULE_EVENTS = {"spline:spline_mode": "spline", "search:search_exit": "search"}
 
 
 def available_ccas() -> list[str]:
@@ -74,33 +70,7 @@ class Flow:
     length: int | None = None        # udp datagram payload in bytes
 
     def __post_init__(self):
-        units.text(self.cca, "cca")
-        if not re.fullmatch(r"[a-z][a-z0-9_]*", self.cca):
-            raise SpecError("cca", f"not a congestion control name: {self.cca!r}")
-        self.start = units.duration(self.start, "start")
-        if self.duration is not None and self.bytes is not None:
-            raise SpecError("bytes", "give either duration or bytes, not both")
-        if self.bytes is not None:
-            self.bytes = units.size(self.bytes, "bytes")
-        else:
-            self.duration = units.duration(10.0 if self.duration is None else self.duration,
-                                           "duration", positive=True)
-            if self.duration != int(self.duration):
-                # iperf3 -t takes whole seconds (it would run 1.5 s as 1 s, 0.5 s forever)
-                raise SpecError("duration", f"iperf3 runs whole seconds: got {self.duration:g} s")
-        self.streams = units.integer(self.streams, "streams", minimum=1, maximum=64)
-        if self.direction not in ("down", "up"):
-            raise SpecError("direction", f"must be \"down\" or \"up\", got {self.direction!r}")
-        if self.pair is not None:
-            self.pair = units.integer(self.pair, "pair", minimum=1)
-        if self.protocol not in ("tcp", "udp"):
-            raise SpecError("protocol", f"must be \"tcp\" or \"udp\", got {self.protocol!r}")
-        if self.rate is not None:
-            self.rate = units.rate(self.rate, "rate")
-        elif self.protocol == "udp":
-            self.rate = 1e6
-        if self.length is not None:
-            self.length = units.integer(self.length, "length", minimum=16, maximum=65000)
+        store(self, schema.validate(schema.FlowModel, given(self, schema.FlowModel)))
 
 
 @dataclass
@@ -121,23 +91,7 @@ class Measure:
                                                  # "search:search_exit" (spline.csv, search.csv)
 
     def __post_init__(self):
-        self.iperf_interval = units.duration(self.iperf_interval, "iperf_interval", positive=True)
-        if self.iperf_interval < 0.1:
-            raise SpecError("iperf_interval", "iperf3 reports at most every 0.1 s")
-        for name in ("ss", "tcp_probe", "qdisc", "ping", "capture", "cpu"):
-            setattr(self, name, units.boolean(getattr(self, name), name))
-        self.ss_hz = units.number(self.ss_hz, "ss_hz", minimum=1)
-        self.qdisc_hz = units.number(self.qdisc_hz, "qdisc_hz", minimum=1)
-        self.ping_interval = units.duration(self.ping_interval, "ping_interval", positive=True)
-        self.snaplen = units.integer(self.snaplen, "snaplen", minimum=64)
-        self.cpu_hz = units.number(self.cpu_hz, "cpu_hz", minimum=1)
-        if not isinstance(self.events, (list, tuple)):
-            raise SpecError("events", f"expected a list of tracepoints, got {self.events!r}")
-        for i, e in enumerate(self.events):
-            if e not in MODULE_EVENTS:
-                raise SpecError(f"events[{i}]", f"unknown tracepoint {e!r} (known: "
-                                f"{', '.join(MODULE_EVENTS)})")
-        self.events = list(dict.fromkeys(self.events))
+        store(self, schema.validate(schema.MeasureModel, given(self, schema.MeasureModel)))
 
 
 @dataclass
@@ -157,56 +111,35 @@ class Experiment:
     base: str = "."                  # folder relative paths are read from (set by load())
 
     def __post_init__(self):
-        units.text(self.name, "name")
-        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", self.name):
-            raise SpecError("name", "use letters, digits, '-', '_' and '.' only")
-        if not isinstance(self.override, dict):
-            raise SpecError("override", "expected a table")
+        # The same table a file would hold (flows under its key "flow"), checked by the schema.
+        table = {k: v for k, v in given(self, schema.ExperimentModel).items() if k != "profile"}
+        table["profile"] = self.profile if not isinstance(self.profile, Profile) else "-"
+        table["flow"] = self.flows if isinstance(self.flows, list) else self.flows
+        if isinstance(table["flow"], list):
+            table["flow"] = [given(f, schema.FlowModel) if isinstance(f, Flow) else f
+                             for f in table["flow"]]
+        if isinstance(self.measure, Measure):
+            table["measure"] = given(self.measure, schema.MeasureModel)
+        checked = schema.validate(schema.ExperimentModel, table)
+        if checked.name is None:
+            raise SpecError("name", "missing")
+        store(self, checked, measure=lambda m: Measure(**m.model_dump()))
+        self.flows = [Flow(**f.model_dump()) for f in checked.flow]
         if isinstance(self.profile, Profile):
             self.link = self.profile
             if self.override:
                 raise SpecError("override", "only applies to a profile given by name")
         else:
-            units.text(self.profile, "profile")
             self.link = profiles.load(self.profile, self.override)
-        if isinstance(self.measure, dict):
-            check_keys(self.measure, Measure.__dataclass_fields__, "measure")
-            try:
-                self.measure = Measure(**self.measure)
-            except SpecError as e:
-                raise e.under("measure") from None
-        self.repetitions = units.integer(self.repetitions, "repetitions", minimum=1)
-        self.seed = units.integer(self.seed, "seed", minimum=0)
-        self.tail = units.duration(self.tail, "tail")
-        self.time_limit = units.duration(self.time_limit, "time_limit", positive=True)
-        if not isinstance(self.modules, list):
-            raise SpecError("modules", "expected a list of .ko files")
-        for i, m in enumerate(self.modules):
-            units.text(m, f"modules[{i}]")
-            if not m.endswith(".ko"):
-                raise SpecError(f"modules[{i}]", f"expected a .ko file, got {m!r}")
-        check_sysctls(self.sysctl, "sysctl")
-        if not self.flows:
-            raise SpecError("flow", "an experiment needs at least one [[flow]]")
         known = set(KNOWN_CCAS) | set(available_ccas()) | {Path(m).stem.removeprefix("tcp_")
                                                             for m in self.modules}
         flows = []
-        for i, f in enumerate(self.flows, 1):
+        for i, f in enumerate(self.flows):
             where = f"flow[{i}]"
-            if isinstance(f, dict):
-                check_keys(f, Flow.__dataclass_fields__, where)
-                if "cca" not in f:
-                    raise SpecError(f"{where}.cca", "missing")
-                try:
-                    f = Flow(**f)
-                except SpecError as e:
-                    raise e.under(where) from None
-            elif not isinstance(f, Flow):
-                raise SpecError(where, "expected a table")
             if f.cca not in known and f.protocol == "tcp":
                 raise SpecError(f"{where}.cca", f"unknown congestion control {f.cca!r} "
                                 f"(known: {', '.join(sorted(known))})")
-            f = replace(f) if f.pair is not None else replace(f, pair=(i - 1) % self.link.pairs + 1)
+            f = replace(f) if f.pair is not None else replace(f, pair=i % self.link.pairs + 1)
             if f.pair > self.link.pairs:
                 raise SpecError(f"{where}.pair", f"the profile has {self.link.pairs} pair(s), "
                                 f"got pair {f.pair}")
@@ -244,34 +177,36 @@ class Experiment:
         return d
 
 
-EXPERIMENT_KEYS = ("name", "description", "profile", "override", "flow", "measure", "repetitions",
-                   "seed", "modules", "sysctl", "tail", "time_limit")
+EXPERIMENT_KEYS = tuple(schema.ExperimentModel.model_fields)
 
 
 def from_dict(table: dict, name: str, base: Path = Path(".")) -> Experiment:
-    check_keys(table, EXPERIMENT_KEYS)
-    table = dict(table)
-    if "profile" not in table:
-        raise SpecError("profile", "missing: name the link profile, e.g. profile = \"wired\"")
-    flows = table.pop("flow", [])
-    if not isinstance(flows, list):
-        raise SpecError("flow", "write flows as [[flow]] tables")
-    table.setdefault("name", name)
-    modules = [str((base / m)) if not Path(m).is_absolute() else m
-               for m in table.get("modules", [])] if isinstance(table.get("modules"), list) else table.get("modules")
-    if modules is not None:
-        table["modules"] = modules
-    prof = table.get("profile")
-    if isinstance(prof, str) and prof.endswith(".toml") and not Path(prof).is_absolute():
-        candidate = base / prof
-        if candidate.is_file():
-            table["profile"] = str(candidate)
-    return Experiment(flows=flows, base=str(base), **table)
+    """Build and validate an experiment from a parsed TOML table (relative paths in it are read
+    from `base`).  The `lab` table is the lab's own and is left out."""
+    checked = schema.validate(schema.ExperimentModel, table)
+    given_keys = set(table)
+    kwargs = {k: getattr(checked, k) for k in EXPERIMENT_KEYS
+              if k in given_keys and k not in ("flow", "lab", "measure")}
+    kwargs.setdefault("name", name)
+    if "measure" in given_keys:
+        kwargs["measure"] = Measure(**checked.measure.model_dump())
+    kwargs["modules"] = [m if Path(m).is_absolute() else str(base / m) for m in checked.modules]
+    prof = checked.profile
+    if prof.endswith(".toml") and not Path(prof).is_absolute() and (base / prof).is_file():
+        kwargs["profile"] = str(base / prof)
+    # the flows as written (their pairs are worked out against the profile)
+    flows = [Flow(**f.model_dump()) for f in checked.flow]
+    return Experiment(flows=flows, base=str(base), **kwargs)
 
 
 def load(path) -> Experiment:
+    """Read and validate an experiment file; a bad one raises SpecError naming the file and the
+    field."""
     path = Path(path)
     table = profiles.load_toml(path, "experiment")
-    exp = from_dict(table, path.stem, path.parent)
+    try:
+        exp = from_dict(table, path.stem, path.parent)
+    except SpecError as e:
+        raise e.in_file(path) from None
     exp.given = table              # the spec as written, for the manifest
     return exp
