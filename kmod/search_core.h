@@ -21,31 +21,58 @@
  *
  * norm_diff is about 0 while the rate still doubles and tends to 0.5 once it
  * is flat; at norm_diff >= THRESH slow start ends (ssthresh = cwnd).  This is
- * Algorithm 1 of the SEARCH paper; the deviations below are guards for cases
- * the paper leaves open, each documented where it is implemented:
+ * Algorithm 1 of the SEARCH paper.  Where this file differs, it says so
+ * below; kmod/README.md lists every difference with its reason.
  *
- *  - Storage.  The kernel gives a congestion module 104 bytes per socket, so
- *    a bin is a u16 counting "delivered >> scale".  When a new bin would not
- *    fit, scale grows by one and all stored bins are halved; only the ratio
- *    of two sums matters, so a common scale loses nothing but low bits.
- *    Delivered amounts are whatever unit the caller counts (the module uses
- *    tp->delivered, i.e. segments, which also counts SACKed data).
- *  - The ring holds SEARCH_RING_BINS = 26 bins, one more than the paper's
- *    W + EXTRA_BINS = 25: with a shift of exactly EXTRA_BINS bins and a
- *    non-zero fraction the oldest (fractional) bin is W + EXTRA_BINS bins
- *    behind the current one, which in a 25-slot ring is the current slot.
- *  - bin_dur has a floor of SEARCH_MIN_BIN_US, so a tiny first RTT sample
- *    cannot make it 0 (the paper divides by it).
+ * Storage.  The kernel gives a congestion module 104 bytes per socket, so a
+ * bin is a u16 counting "delivered >> scale".  When a new bin would not fit,
+ * scale grows by one and all stored bins are halved; only the ratio of two
+ * sums matters, so a common scale loses nothing but low bits.  Delivered
+ * amounts are whatever unit the caller counts (the module uses
+ * tp->delivered, i.e. segments, which also counts SACKed data).  The ring
+ * holds SEARCH_RING_BINS = 26 bins, one more than the paper's
+ * W + EXTRA_BINS = 25: with a shift of exactly EXTRA_BINS bins and a non-zero
+ * fraction the oldest (fractional) bin is W + EXTRA_BINS bins behind the
+ * current one, which in a 25-slot ring is the current slot itself.
+ *
+ * When no check is made.  Algorithm 1 checks only when the previous window
+ * lies inside the ring (lines 14-16).  So do we, and we add two cases the
+ * paper leaves open:
+ *
+ *  - An RTT that shifts the previous window further back than
+ *    min(EXTRA_BINS, ring - 1 - W) bins is SKIPPED (SEARCH_SKIPPED), exactly
+ *    as line 16 does.  Such an RTT comes from one per-ACK sample; a single
+ *    stalled ACK (Wi-Fi power save, a LEO handover, a cellular scheduler)
+ *    produces it just as well as a queue does.  Comparing with a more recent
+ *    window instead would compare a window full of the stall's empty bins
+ *    with a shorter shift, which looks exactly like a collapsed rate: an
+ *    early exit during ramp-up.  A queue that really grows past the ring
+ *    ends slow start through loss, as in the paper.
  *  - An RTT shorter than one bin (shift 0) would compare the current window
- *    with itself and is skipped.
- *  - An RTT spike that shifts the previous window further back than the ring
- *    holds (more than EXTRA_BINS bins, i.e. the RTT has grown to more than
- *    EXTRA_BINS / W * WINDOW_FACTOR = 5.25 initial RTTs) silently disabled
- *    the check in the paper.  We clamp the shift to the oldest complete
- *    window instead.  That window is more recent than one RTT ago, which can
- *    only make norm_diff larger, i.e. exit sooner - the right direction when
- *    the queue already holds four times the path's delay.
- *  - The counter of bins saturates; SEARCH disarms itself before that.
+ *    with itself and is not checked either.  Because bin_dur has a floor of
+ *    SEARCH_MIN_BIN_US (the paper divides by it), a path whose RTT is below
+ *    about SEARCH_MIN_BIN_US * W / WINDOW_FACTOR (286 us with the defaults)
+ *    is never checked; see kmod/README.md.
+ *  - No RTT sample on this ACK: the bins roll, but there is no check.
+ *
+ * Parameters are checked as a set (search_params_check()).  A set for which
+ * a clean doubling slow start would leave early, or for which no check can
+ * ever run, is refused: by the module parameter write, by module load, and
+ * by search_arm() for a flow that finds such a set (it then stays unarmed and
+ * says so).  A flow uses the set it armed with until it re-arms: writes at
+ * run time apply to slow starts that begin afterwards.
+ *
+ * Restarts.  search_restart() forgets the history but keeps bin_dur, so the
+ * next check comes W + shift + 1 bins later.  The module restarts
+ *  - while the flow is application-limited (search_hold()): a sender that
+ *    does not fill its window delivers a flat amount per RTT, which is what
+ *    a full bottleneck looks like;
+ *  - optionally, when more than stall_bins bins pass without an ACK (the rule
+ *    of the later published SEARCH code; off by default, as in the paper).
+ *
+ * Counter limit.  nbins saturates at SEARCH_NBINS_MAX; only "at least
+ * W + shift + 1 bins" matters for the checks, so SEARCH keeps working past
+ * that point and search_elapsed_us() then under-reports (a lower bound).
  */
 #ifndef SEARCH_CORE_H
 #define SEARCH_CORE_H
@@ -68,10 +95,10 @@
 #define SEARCH_PERMILLE		1000
 /* Marker for "no norm_diff computed yet". */
 #define SEARCH_NORM_NONE	(-32768)
-/* Stop using the ring if the bin counter would saturate. */
+/* The bin counter saturates here (see "Counter limit" above). */
 #define SEARCH_NBINS_MAX	U16_MAX
 
-/* Parameter defaults (Algorithm 1) and the ranges the module accepts. */
+/* Parameter defaults (Algorithm 1) and the range each one accepts alone. */
 #define SEARCH_WINDOW_FACTOR_DEF	35	/* tenths: 3.5 RTT */
 #define SEARCH_WINDOW_FACTOR_MIN	5	/* 0.5 RTT */
 #define SEARCH_WINDOW_FACTOR_MAX	100	/* 10 RTT */
@@ -84,51 +111,120 @@
 #define SEARCH_THRESH_DEF		350	/* per-mille */
 #define SEARCH_THRESH_MIN		1
 #define SEARCH_THRESH_MAX		SEARCH_PERMILLE
+/* stall_bins: 0 = no stall rule (the paper); else reset after > N missed */
+#define SEARCH_STALL_DEF		0
+#define SEARCH_STALL_MAX		63
+
+/*
+ * Rules for a parameter set (search_params_check()).
+ *
+ * Let b = 10 * W / window_factor be the number of bins in one initial RTT.
+ *
+ *  - floor(b) >= 1, or the shift of an RTT equal to the initial one is 0 and
+ *    no check ever runs.
+ *  - floor(SEARCH_RTT_HEADROOM * b) <= min(EXTRA_BINS, ring - 1 - W): the
+ *    check must still run when the RTT has grown to SEARCH_RTT_HEADROOM
+ *    times the initial one, i.e. while the queue holds one BDP - right when
+ *    SEARCH has to decide.  A set that fits only the initial RTT would skip
+ *    every check once a queue forms.
+ *  - THRESH >= SEARCH_THRESH_SET_MIN.  In a clean doubling slow start
+ *    norm_diff is not exactly 0: the linear weighting of the two end bins
+ *    of an exponentially growing rate leaves a small positive residue, at
+ *    most about 0.05 over the whole accepted space (the host harness
+ *    measures it for every accepted combination).  The floor leaves room
+ *    for that residue and for RTT jitter.
+ *  - stall_bins is 0 (off) or at least floor(b) + 1: early in slow start a
+ *    small window is sent in one burst per RTT, so gaps of up to one RTT
+ *    between ACKs are normal and must not restart the measurement.
+ */
+#define SEARCH_RTT_HEADROOM		2
+#define SEARCH_THRESH_SET_MIN		100	/* per-mille */
 
 /* search_state.flags */
 #define SEARCH_F_ARMED		0x01	/* measuring: the flow is in slow start */
-#define SEARCH_F_EXITED		0x02	/* SEARCH ended slow start */
+#define SEARCH_F_INVALID	0x02	/* the parameter set was refused at arm */
+/* bits 2..4 belong to the caller (the module keeps its slow-start status) */
+#define SEARCH_F_OWNER_SHIFT	2
+#define SEARCH_F_OWNER_MASK	0x1c
 
 struct search_params {
 	u32 window_factor;	/* tenths of an RTT */
 	u32 bins;		/* W */
 	u32 extra_bins;		/* EXTRA_BINS */
 	u32 thresh;		/* per-mille */
+	u32 stall_bins;		/* 0: off */
+};
+
+/* Why search_params_check() refused a set (0: it is valid). */
+enum search_param_fault {
+	SEARCH_PARAMS_OK = 0,
+	SEARCH_BAD_RANGE,	/* one value outside its own range */
+	SEARCH_BAD_NO_CHECK,	/* an RTT spans less than one bin */
+	SEARCH_BAD_RING,	/* a doubled RTT reaches beyond the ring */
+	SEARCH_BAD_THRESH,	/* below SEARCH_THRESH_SET_MIN */
+	SEARCH_BAD_STALL,	/* would restart on normal ACK gaps */
 };
 
 struct search_state {
 	u32 bin_dur_us;		/* 0 until the first RTT sample */
-	u32 bin_end_us;		/* end of the current bin (wrapping clock) */
+	u32 bin_end_us;		/* end of the current bin (wrapping clock);
+				 * while bin_dur_us is 0: the window factor
+				 * the bins will be sized with */
 	u32 prev_delivered;	/* delivered counter at the last boundary */
 	u16 nbins;		/* bins started so far (paper: curr_idx + 1) */
 	s16 norm_diff;		/* last value in per-mille, or SEARCH_NORM_NONE */
+	u16 thresh;		/* parameters fixed at arm time: THRESH, */
 	u16 bins[SEARCH_RING_BINS];
 	u8 pos;			/* ring slot of the current bin */
 	u8 scale;		/* bins hold delivered >> scale */
 	u8 flags;		/* SEARCH_F_* */
+	u8 w;			/* W, */
+	u8 max_shift;		/* min(EXTRA_BINS, ring - 1 - W), */
+	u8 stall_bins;		/* and the stall rule (0: off) */
 };
 
 enum search_verdict {
 	SEARCH_IDLE,		/* not armed, or still inside the current bin */
 	SEARCH_NOT_ENOUGH,	/* boundary passed, too little history */
+	SEARCH_SKIPPED,		/* boundary passed, RTT beyond the ring */
+	SEARCH_RESTARTED,	/* boundary passed after a stall: restarted */
 	SEARCH_BELOW,		/* checked, norm_diff < THRESH */
 	SEARCH_EXIT,		/* checked, norm_diff >= THRESH: leave slow start */
 };
 
-/* Clamp a parameter set to the accepted ranges (the module validates on
- * write too; this keeps the core safe whatever it is handed). */
-static inline struct search_params search_params_sane(struct search_params p)
+/* Deepest usable shift in bins for a window of @w bins. */
+static inline u32 search_max_shift(u32 w, u32 extra_bins)
 {
-	if (p.window_factor < SEARCH_WINDOW_FACTOR_MIN ||
-	    p.window_factor > SEARCH_WINDOW_FACTOR_MAX)
-		p.window_factor = SEARCH_WINDOW_FACTOR_DEF;
-	if (p.bins < SEARCH_W_MIN || p.bins > SEARCH_W_MAX)
-		p.bins = SEARCH_W_DEF;
-	if (p.extra_bins < SEARCH_EXTRA_MIN || p.extra_bins > SEARCH_EXTRA_MAX)
-		p.extra_bins = SEARCH_EXTRA_DEF;
-	if (p.thresh < SEARCH_THRESH_MIN || p.thresh > SEARCH_THRESH_MAX)
-		p.thresh = SEARCH_THRESH_DEF;
-	return p;
+	return cc_min32(extra_bins, SEARCH_RING_BINS - 1 - w);
+}
+
+/* Is @p usable as a set?  See the rules above. */
+static inline enum search_param_fault
+search_params_check(const struct search_params *p)
+{
+	u32 bins_rtt, bins_headroom, stall_min;
+
+	if (p->window_factor < SEARCH_WINDOW_FACTOR_MIN ||
+	    p->window_factor > SEARCH_WINDOW_FACTOR_MAX ||
+	    p->bins < SEARCH_W_MIN || p->bins > SEARCH_W_MAX ||
+	    p->extra_bins < SEARCH_EXTRA_MIN ||
+	    p->extra_bins > SEARCH_EXTRA_MAX ||
+	    p->thresh < SEARCH_THRESH_MIN || p->thresh > SEARCH_THRESH_MAX ||
+	    p->stall_bins > SEARCH_STALL_MAX)
+		return SEARCH_BAD_RANGE;
+	/* window_factor >= SEARCH_WINDOW_FACTOR_MIN > 0 from here on */
+	bins_rtt = 10 * p->bins / p->window_factor;
+	if (!bins_rtt)
+		return SEARCH_BAD_NO_CHECK;
+	bins_headroom = SEARCH_RTT_HEADROOM * 10 * p->bins / p->window_factor;
+	if (bins_headroom > search_max_shift(p->bins, p->extra_bins))
+		return SEARCH_BAD_RING;
+	if (p->thresh < SEARCH_THRESH_SET_MIN)
+		return SEARCH_BAD_THRESH;
+	stall_min = bins_rtt + 1;
+	if (p->stall_bins && p->stall_bins < stall_min)
+		return SEARCH_BAD_STALL;
+	return SEARCH_PARAMS_OK;
 }
 
 /* Ring slot of the bin @back bins before the current one (back < ring). */
@@ -137,15 +233,9 @@ static inline u32 search_slot(const struct search_state *s, u32 back)
 	return (s->pos + SEARCH_RING_BINS - back) % SEARCH_RING_BINS;
 }
 
-/*
- * (Re)arm SEARCH for a new slow start.  @rtt_us is the initial RTT (0 if
- * none is known yet: search_update() then waits for the first sample).
- */
-static inline void search_arm(struct search_state *s,
-			      const struct search_params *par,
-			      u32 now_us, u32 delivered, u32 rtt_us)
+/* Forget the history, keep bin_dur and the parameters; bin_end unchanged. */
+static inline void search_restart(struct search_state *s, u32 delivered)
 {
-	struct search_params p = search_params_sane(*par);
 	u32 i;
 
 	for (i = 0; i < SEARCH_RING_BINS; i++)
@@ -153,22 +243,71 @@ static inline void search_arm(struct search_state *s,
 	s->nbins = 0;
 	s->pos = SEARCH_RING_BINS - 1;	/* the first bin lands in slot 0 */
 	s->scale = 0;
-	s->norm_diff = SEARCH_NORM_NONE;
 	s->prev_delivered = delivered;
-	s->flags = SEARCH_F_ARMED;
-	s->bin_dur_us = 0;
-	s->bin_end_us = now_us;
-	if (rtt_us) {
-		u64 d = div64_u64((u64)rtt_us * p.window_factor, 10ULL * p.bins);
+}
 
-		s->bin_dur_us = (u32)cc_max64(d, SEARCH_MIN_BIN_US);
-		s->bin_end_us = now_us + s->bin_dur_us;
+/* Start the bins now, sized for @rtt_us (> 0) and @window_factor. */
+static inline void search_start_bins(struct search_state *s, u32 now_us,
+				     u32 delivered, u32 rtt_us,
+				     u32 window_factor)
+{
+	/* s->w >= SEARCH_W_MIN: the set was checked at arm time */
+	u64 d = div64_u64((u64)rtt_us * window_factor, 10ULL * s->w);
+
+	search_restart(s, delivered);
+	s->bin_dur_us = (u32)cc_max64(d, SEARCH_MIN_BIN_US);
+	s->bin_end_us = now_us + s->bin_dur_us;
+}
+
+/*
+ * (Re)arm SEARCH for a new slow start with the parameter set @par, which is
+ * copied.  @rtt_us is the initial RTT (0 if none is known yet:
+ * search_update() then starts the bins at the first sample).  Returns false,
+ * leaving SEARCH unarmed with SEARCH_F_INVALID set, if @par is not a valid
+ * set.  The caller's bits of flags are kept.
+ */
+static inline bool search_arm(struct search_state *s,
+			      const struct search_params *par,
+			      u32 now_us, u32 delivered, u32 rtt_us)
+{
+	u8 owner = s->flags & SEARCH_F_OWNER_MASK;
+
+	s->norm_diff = SEARCH_NORM_NONE;
+	s->bin_dur_us = 0;
+	search_restart(s, delivered);
+	if (search_params_check(par) != SEARCH_PARAMS_OK) {
+		s->flags = owner | SEARCH_F_INVALID;
+		return false;
 	}
+	s->w = (u8)par->bins;
+	s->max_shift = (u8)search_max_shift(par->bins, par->extra_bins);
+	s->thresh = (u16)par->thresh;
+	s->stall_bins = (u8)par->stall_bins;
+	s->flags = owner | SEARCH_F_ARMED;
+	s->bin_end_us = par->window_factor;	/* until the bins start */
+	if (rtt_us)
+		search_start_bins(s, now_us, delivered, rtt_us,
+				  par->window_factor);
+	return true;
 }
 
 static inline void search_disarm(struct search_state *s)
 {
 	s->flags &= (u8)~SEARCH_F_ARMED;
+}
+
+/*
+ * The flow is application-limited (or restarts after idle): what it
+ * delivers says nothing about the path, so no bin is rolled and no check is
+ * made; the measurement starts over with the next bin after now.
+ */
+static inline void search_hold(struct search_state *s, u32 now_us,
+			       u32 delivered)
+{
+	if (!(s->flags & SEARCH_F_ARMED) || !s->bin_dur_us)
+		return;		/* bins not started: the first sample does it */
+	search_restart(s, delivered);
+	s->bin_end_us = now_us + s->bin_dur_us;
 }
 
 /* Store @v in the current bin, growing the common scale if it is needed. */
@@ -205,7 +344,9 @@ static inline void search_roll(struct search_state *s, u32 passed,
 	for (i = 1; i <= zero; i++)
 		s->bins[(s->pos + i) % SEARCH_RING_BINS] = 0;
 	s->pos = (u8)((s->pos + passed % SEARCH_RING_BINS) % SEARCH_RING_BINS);
-	s->nbins = (u16)cc_min32((u32)s->nbins + passed, SEARCH_NBINS_MAX);
+	s->nbins = (u16)cc_min32((u32)s->nbins + cc_min32(passed,
+							  SEARCH_NBINS_MAX),
+				 SEARCH_NBINS_MAX);
 	/* unsigned difference: correct across a wrap of the counter */
 	search_store(s, delivered - s->prev_delivered);
 	s->prev_delivered = delivered;
@@ -247,17 +388,15 @@ static inline s16 search_norm_diff(u64 prev, u64 curr)
 }
 
 /*
- * Algorithm 1, ack_arrival(): call on every ACK while in slow start.
- * @now_us: a microsecond clock (wraps, compared modulo 2^32);
- * @delivered: cumulative delivered counter (wraps); @rtt_us: this ACK's RTT
- * sample (0 = none: the initial RTT is used).
+ * Algorithm 1, ack_arrival(): call on every ACK while in slow start and not
+ * application-limited.  @now_us: a microsecond clock (wraps, compared modulo
+ * 2^32); @delivered: cumulative delivered counter (wraps); @rtt_us: this
+ * ACK's RTT sample (0 = none: the bins roll, no check is made).
  */
 static inline enum search_verdict
-search_update(struct search_state *s, const struct search_params *par,
-	      u32 now_us, u32 delivered, u32 rtt_us)
+search_update(struct search_state *s, u32 now_us, u32 delivered, u32 rtt_us)
 {
-	struct search_params p = search_params_sane(*par);
-	u32 passed, shift, frac, max_shift, rtt, curr_idx, prev_idx;
+	u32 passed, shift, frac, curr_idx, prev_idx;
 	u64 curr, prev, lhs, rhs;
 
 	if (!(s->flags & SEARCH_F_ARMED))
@@ -265,7 +404,8 @@ search_update(struct search_state *s, const struct search_params *par,
 	if (!s->bin_dur_us) {
 		/* first RTT sample: start the bins now (initialization()) */
 		if (rtt_us)
-			search_arm(s, &p, now_us, delivered, rtt_us);
+			search_start_bins(s, now_us, delivered, rtt_us,
+					  s->bin_end_us);
 		return SEARCH_IDLE;
 	}
 	if (!cc_after32(now_us, s->bin_end_us))
@@ -273,38 +413,34 @@ search_update(struct search_state *s, const struct search_params *par,
 
 	passed = (now_us - s->bin_end_us) / s->bin_dur_us + 1;
 	s->bin_end_us += (u32)((u64)passed * s->bin_dur_us);
-	if ((u32)s->nbins + passed >= SEARCH_NBINS_MAX) {
-		/* a slow start this long is not one SEARCH can judge */
-		search_disarm(s);
-		return SEARCH_IDLE;
+	if (s->stall_bins && passed - 1 > s->stall_bins) {
+		/* more than stall_bins bins without any ACK: start over, and
+		 * leave out the burst this ACK releases (it belongs to the
+		 * stalled bins, not to the next one) */
+		search_restart(s, delivered);
+		return SEARCH_RESTARTED;
 	}
 	search_roll(s, passed, delivered);
 
-	/* the initial RTT is what the bins were sized with */
-	rtt = rtt_us ? rtt_us : (u32)div64_u64((u64)s->bin_dur_us * 10 * p.bins,
-					       p.window_factor);
-	shift = rtt / s->bin_dur_us;
-	frac = (u32)div64_u64((u64)(rtt % s->bin_dur_us) * SEARCH_FRAC_ONE,
+	if (!rtt_us)
+		return SEARCH_NOT_ENOUGH;
+	shift = rtt_us / s->bin_dur_us;
+	frac = (u32)div64_u64((u64)(rtt_us % s->bin_dur_us) * SEARCH_FRAC_ONE,
 			      s->bin_dur_us);
 	if (!shift)
 		return SEARCH_NOT_ENOUGH;	/* RTT shorter than a bin */
-
-	max_shift = cc_min32(p.extra_bins, SEARCH_RING_BINS - 1 - p.bins);
-	if (shift > max_shift) {
-		/* RTT spike beyond the ring: use the oldest whole window */
-		shift = max_shift;
-		frac = 0;
-	}
+	if (shift > s->max_shift)
+		return SEARCH_SKIPPED;		/* Algorithm 1, line 16 */
 
 	curr_idx = (u32)s->nbins - 1;
 	if (curr_idx < shift)
 		return SEARCH_NOT_ENOUGH;
 	prev_idx = curr_idx - shift;
-	if (prev_idx < p.bins)
+	if (prev_idx < s->w)
 		return SEARCH_NOT_ENOUGH;
 
-	curr = search_window_sum(s, p.bins, 0, 0);
-	prev = search_window_sum(s, p.bins, shift, frac);
+	curr = search_window_sum(s, s->w, 0, 0);
+	prev = search_window_sum(s, s->w, shift, frac);
 	s->norm_diff = search_norm_diff(prev, curr);
 	if (!prev)
 		return SEARCH_BELOW;	/* nothing delivered a window ago */
@@ -314,15 +450,16 @@ search_update(struct search_state *s, const struct search_params *par,
 	if (curr >= lhs)
 		return SEARCH_BELOW;
 	lhs = (lhs - curr) * SEARCH_PERMILLE;
-	rhs = 2 * prev * p.thresh;
+	rhs = 2 * prev * s->thresh;
 	return lhs >= rhs ? SEARCH_EXIT : SEARCH_BELOW;
 }
 
 /*
- * Microseconds since the bins started (the connection's first RTT sample or
- * the last re-arm), derived from the bin bookkeeping so that no extra state
- * is needed: the first bin ended at start + bin_dur and each rolled bin adds
- * one bin_dur to bin_end.
+ * Microseconds since the bins started (the connection's first RTT sample,
+ * the last re-arm or the last restart), derived from the bin bookkeeping so
+ * that no extra state is needed: the first bin ended at start + bin_dur and
+ * each rolled bin adds one bin_dur to bin_end.  A lower bound once nbins has
+ * saturated.
  */
 static inline u32 search_elapsed_us(const struct search_state *s, u32 now_us)
 {

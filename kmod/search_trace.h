@@ -42,7 +42,7 @@ TRACE_EVENT(search_exit,
 		  __entry->sport, __entry->dport,
 		  __print_symbolic(__entry->reason,
 				   { 1, "search" }, { 2, "hystart" },
-				   { 3, "loss" }),
+				   { 3, "loss" }, { 4, "invalid" }),
 		  __entry->cwnd, __entry->norm_diff, __entry->elapsed_us,
 		  __entry->bin_dur_us)
 );

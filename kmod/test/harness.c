@@ -9,6 +9,7 @@
  * "N passed, M failed"; the exit status is non-zero if anything failed.
  */
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,36 +60,78 @@ struct test_case {
 
 static const struct search_params search_default = {
 	SEARCH_WINDOW_FACTOR_DEF, SEARCH_W_DEF, SEARCH_EXTRA_DEF,
-	SEARCH_THRESH_DEF
+	SEARCH_THRESH_DEF, SEARCH_STALL_DEF
 };
 
 /* The paper's worked example: a window of 4 RTTs in 4 bins of one RTT. */
-static const struct search_params search_paper = { 40, 4, 15, 350 };
+static const struct search_params search_paper = { 40, 4, 15, 350, 0 };
 
-static void t_search_params_sane(void)
+static void t_search_params_check(void)
 {
-	struct search_params zero = { 0, 0, 0, 0 };
+	struct search_params zero = { 0, 0, 0, 0, 0 };
 	struct search_params huge = { 4000000000U, 4000000000U, 4000000000U,
-				      4000000000U };
-	struct search_params p = search_params_sane(zero);
+				      4000000000U, 4000000000U };
+	struct search_params p = search_default;
+	struct search_state s = { 0 };
 
-	CHECK_EQ(p.window_factor, 35);
-	CHECK_EQ(p.bins, 10);
-	CHECK_EQ(p.extra_bins, 15);
-	CHECK_EQ(p.thresh, 350);
-	p = search_params_sane(huge);
-	CHECK_EQ(p.window_factor, 35);
-	CHECK_EQ(p.bins, 10);
-	CHECK_EQ(p.thresh, 350);
+	CHECK_EQ(search_params_check(&search_default), SEARCH_PARAMS_OK);
+	CHECK_EQ(search_params_check(&search_paper), SEARCH_PARAMS_OK);
+	CHECK_EQ(search_params_check(&zero), SEARCH_BAD_RANGE);
+	CHECK_EQ(search_params_check(&huge), SEARCH_BAD_RANGE);
 	/* the defaults fit the ring: W + EXTRA_BINS + 1 slots */
 	CHECK(SEARCH_W_DEF + SEARCH_EXTRA_DEF + 1 <= SEARCH_RING_BINS);
+
+	/* each rule on its own, starting from the defaults */
+	p.window_factor = 21;			/* W = 2: 20 / 21 bins */
+	p.bins = 2;				/* per RTT, shift 0 */
+	CHECK_EQ(search_params_check(&p), SEARCH_BAD_NO_CHECK);
+	p = search_default;
+	p.bins = 24;				/* ring leaves 1 bin */
+	CHECK_EQ(search_params_check(&p), SEARCH_BAD_RING);
+	p = search_default;
+	p.extra_bins = 1;			/* the review's 0.49 BDP exit */
+	CHECK_EQ(search_params_check(&p), SEARCH_BAD_RING);
+	p.extra_bins = 5;			/* 2 * 2.86 = 5.7: floor 5 fits */
+	CHECK_EQ(search_params_check(&p), SEARCH_PARAMS_OK);
+	p.extra_bins = 4;
+	CHECK_EQ(search_params_check(&p), SEARCH_BAD_RING);
+	p = search_default;
+	p.thresh = SEARCH_THRESH_SET_MIN - 1;
+	CHECK_EQ(search_params_check(&p), SEARCH_BAD_THRESH);
+	p.thresh = SEARCH_THRESH_SET_MIN;
+	CHECK_EQ(search_params_check(&p), SEARCH_PARAMS_OK);
+	p = search_default;
+	p.stall_bins = 2;			/* one RTT is 2.86 bins */
+	CHECK_EQ(search_params_check(&p), SEARCH_BAD_STALL);
+	p.stall_bins = 3;
+	CHECK_EQ(search_params_check(&p), SEARCH_PARAMS_OK);
+	p.stall_bins = SEARCH_STALL_MAX + 1;
+	CHECK_EQ(search_params_check(&p), SEARCH_BAD_RANGE);
+
+	/* a flow handed an invalid set does not arm, and says so */
+	p = search_default;
+	p.bins = 24;
+	s.flags = 3 << SEARCH_F_OWNER_SHIFT;	/* the caller's bits */
+	CHECK(!search_arm(&s, &p, 0, 0, 10000));
+	CHECK(!(s.flags & SEARCH_F_ARMED));
+	CHECK(s.flags & SEARCH_F_INVALID);
+	CHECK_EQ(s.flags & SEARCH_F_OWNER_MASK, 3 << SEARCH_F_OWNER_SHIFT);
+	CHECK_EQ(search_update(&s, 1000000, 100, 10000), SEARCH_IDLE);
+	CHECK_EQ(s.nbins, 0);
+	/* ... and a valid set clears the mark */
+	CHECK(search_arm(&s, &search_default, 0, 0, 10000));
+	CHECK_EQ(s.flags, SEARCH_F_ARMED | (3 << SEARCH_F_OWNER_SHIFT));
+	CHECK_EQ(s.w, 10);
+	CHECK_EQ(s.max_shift, 15);
+	CHECK_EQ(s.thresh, 350);
+	CHECK_EQ(s.stall_bins, 0);
 }
 
 static void t_search_state_size(void)
 {
-	/* tcp_search.c: cubic + hystart + search + one status byte */
+	/* tcp_search.c: cubic + hystart + search (status in its flags) */
 	size_t sz = sizeof(struct cubic_state) + sizeof(struct hystart_state) +
-		    sizeof(struct search_state) + 1;
+		    sizeof(struct search_state);
 
 	CHECK(sz <= 104);
 	CHECK(sizeof(struct spline_state) <= 104);
@@ -113,16 +156,16 @@ static void t_search_bin_duration(void)
 	/* no RTT yet: nothing happens until the first sample */
 	search_arm(&s, &search_default, 0, 0, 0);
 	CHECK_EQ(s.bin_dur_us, 0);
-	CHECK_EQ(search_update(&s, &search_default, 500, 10, 0), SEARCH_IDLE);
+	CHECK_EQ(search_update(&s, 500, 10, 0), SEARCH_IDLE);
 	CHECK_EQ(s.bin_dur_us, 0);
-	CHECK_EQ(search_update(&s, &search_default, 600, 20, 20000), SEARCH_IDLE);
+	CHECK_EQ(search_update(&s, 600, 20, 20000), SEARCH_IDLE);
 	CHECK_EQ(s.bin_dur_us, 7000);
 	CHECK_EQ(s.prev_delivered, 20);
 	CHECK_EQ(s.bin_end_us, 7600);
 
 	/* disarmed: ignores everything */
 	search_disarm(&s);
-	CHECK_EQ(search_update(&s, &search_default, 1000000, 999, 20000),
+	CHECK_EQ(search_update(&s, 1000000, 999, 20000),
 		 SEARCH_IDLE);
 	CHECK_EQ(s.nbins, 0);
 }
@@ -135,23 +178,23 @@ static void t_search_roll(void)
 	search_arm(&s, &search_default, 0, 100, 10000);	/* bins of 3.5 ms */
 	CHECK_EQ(s.bin_dur_us, 3500);
 	/* inside the first bin: nothing */
-	CHECK_EQ(search_update(&s, &search_default, 3500, 150, 10000),
+	CHECK_EQ(search_update(&s, 3500, 150, 10000),
 		 SEARCH_IDLE);
 	CHECK_EQ(s.nbins, 0);
 	/* first boundary: bin 0 holds what came since arming */
-	CHECK_EQ(search_update(&s, &search_default, 3501, 170, 10000),
+	CHECK_EQ(search_update(&s, 3501, 170, 10000),
 		 SEARCH_NOT_ENOUGH);
 	CHECK_EQ(s.nbins, 1);
 	CHECK_EQ(s.pos, 0);
 	CHECK_EQ(s.bins[0], 70);
 	CHECK_EQ(s.bin_end_us, 7000);
 	/* further ACKs in the same bin do not roll */
-	CHECK_EQ(search_update(&s, &search_default, 6999, 200, 10000),
+	CHECK_EQ(search_update(&s, 6999, 200, 10000),
 		 SEARCH_IDLE);
 	CHECK_EQ(s.nbins, 1);
 	for (t = 2; t <= 5; t++) {
 		/* the ACK at 6999 did not roll: its data lands in bin 2 */
-		search_update(&s, &search_default, t * 3500 + 1,
+		search_update(&s, t * 3500 + 1,
 			      200 + (t - 1) * 10, 10000);
 		CHECK_EQ(s.nbins, t);
 		CHECK_EQ(s.bins[s.pos], t == 2 ? 40 : 10);
@@ -167,12 +210,12 @@ static void t_search_skipped_bins(void)
 	search_arm(&s, &search_default, 0, 0, 10000);	/* 3.5 ms bins */
 	for (i = 1; i <= 3; i++) {
 		d += 100;
-		search_update(&s, &search_default, i * 3500 + 1, d, 10000);
+		search_update(&s, i * 3500 + 1, d, 10000);
 	}
 	CHECK_EQ(s.nbins, 3);
 	/* an RTT spike: no ACK for 3.x bins, then a burst */
 	d += 500;
-	search_update(&s, &search_default, 4 * 3500 + 3 * 3500 + 1, d, 10000);
+	search_update(&s, 4 * 3500 + 3 * 3500 + 1, d, 10000);
 	/* now - bin_end = 3 bins + 1 us -> passed = 4 */
 	CHECK_EQ(s.nbins, 7);
 	CHECK_EQ(s.bins[search_slot(&s, 0)], 500);	/* all in the newest */
@@ -184,7 +227,7 @@ static void t_search_skipped_bins(void)
 
 	/* a gap longer than the whole ring zeroes everything else */
 	d += 7;
-	search_update(&s, &search_default, 8 * 3500 + 100 * 3500, d, 10000);
+	search_update(&s, 8 * 3500 + 100 * 3500, d, 10000);
 	CHECK_EQ(s.bins[search_slot(&s, 0)], 7);
 	for (i = 1; i < SEARCH_RING_BINS; i++)
 		CHECK_EQ(s.bins[search_slot(&s, i)], 0);
@@ -204,7 +247,7 @@ static void t_search_wrap(void)
 	CHECK_EQ(s.bin_dur_us, 1000);
 	for (i = 1; i <= 80; i++) {
 		d += i;		/* bin i holds i */
-		v = search_update(&s, &search_default, t0 + i * bin + 1, d,
+		v = search_update(&s, t0 + i * bin + 1, d,
 				  2858);
 		CHECK(v != SEARCH_IDLE);
 		CHECK_EQ(s.bins[s.pos], i);
@@ -245,7 +288,7 @@ static void t_search_window_sum(void)
 static void t_search_interpolation(void)
 {
 	/* end to end: RTT of 1.5 bins -> shift 1, fraction 0.5 */
-	struct search_params p = { 40, 4, 15, 1000 };
+	struct search_params p = { 40, 4, 15, 1000, 0 };
 	struct search_state s = { 0 };
 	u32 d = 0, i, bin = 1000000;
 	static const u32 vals[] = { 10, 20, 30, 40, 50, 60, 70 };
@@ -253,7 +296,7 @@ static void t_search_interpolation(void)
 	search_arm(&s, &p, 0, 0, bin);		/* window 4 bins of 1 s */
 	for (i = 0; i < 7; i++) {
 		d += vals[i];
-		search_update(&s, &p, (i + 1) * bin + 1, d, bin + bin / 2);
+		search_update(&s, (i + 1) * bin + 1, d, bin + bin / 2);
 	}
 	/* curr = 40 + 50 + 60 + 70 = 220;
 	 * prev = 0.5*60 + 50 + 40 + 30 + 0.5*20 = 160 (shift 1, f = 0.5)
@@ -279,7 +322,7 @@ static enum search_verdict paper_feed(struct search_state *s, u32 *d,
 				      u32 idx, u32 val)
 {
 	*d += val;
-	return search_update(s, &search_paper, (idx + 1) * 1000000 + 1, *d,
+	return search_update(s, (idx + 1) * 1000000 + 1, *d,
 			     1000000);
 }
 
@@ -314,7 +357,7 @@ static void t_search_paper_capacity(void)
 	search_arm(&s, &never, 0, 0, 1000000);
 	for (i = 0; i < 12; i++) {
 		d += seq[i];
-		search_update(&s, &never, (i + 1) * 1000000 + 1, d, 1000000);
+		search_update(&s, (i + 1) * 1000000 + 1, d, 1000000);
 		norm[i] = s.norm_diff;
 	}
 	/* current window 4+8+16+16 = 44, previous 2+4+8+16 = 30 */
@@ -362,7 +405,7 @@ static u32 sim_slow_start(u32 cap_rate, u32 dur_us, u32 jitter_pct,
 		if (rate > cap_rate)
 			rate = cap_rate;
 		delivered += rate * step / 1e6;
-		if (search_update(&s, p, t, (u32)delivered, r) == SEARCH_EXIT)
+		if (search_update(&s, t, (u32)delivered, r) == SEARCH_EXIT)
 			return t;
 	}
 	return 0;
@@ -390,7 +433,11 @@ static void t_search_default_timing(void)
 	CHECK_RANGE((t_exit / 1e6 - t_cap) / 0.1, 0.5, 4.0);
 }
 
-static void t_search_rtt_spike_clamp(void)
+/*
+ * An RTT sample that reaches further back than the ring is skipped, as
+ * Algorithm 1 (line 16) does; it is never clamped to a shorter shift.
+ */
+static void t_search_rtt_spike_skip(void)
 {
 	struct search_state s = { 0 };
 	u32 d = 0, i;
@@ -399,20 +446,156 @@ static void t_search_rtt_spike_clamp(void)
 	search_arm(&s, &search_default, 0, 0, 10000);	/* 3.5 ms bins */
 	for (i = 1; i <= 30; i++) {
 		d += 100;
-		/* RTT 100 ms = 28 bins: beyond EXTRA_BINS, clamped to 15 */
-		v = search_update(&s, &search_default, i * 3500 + 1, d, 100000);
+		/* RTT 100 ms = 28 bins: beyond EXTRA_BINS: no check at all */
+		v = search_update(&s, i * 3500 + 1, d, 100000);
+		CHECK(v == SEARCH_NOT_ENOUGH || v == SEARCH_SKIPPED);
 	}
-	CHECK_EQ(v, SEARCH_EXIT);		/* the check still runs */
-	CHECK_EQ(s.norm_diff, 500);		/* flat delivery */
+	CHECK_EQ(v, SEARCH_SKIPPED);
+	CHECK_EQ(s.norm_diff, SEARCH_NORM_NONE);
+	/* the deepest shift that still fits is checked: 15 bins + 0.99 */
+	v = search_update(&s, 31 * 3500 + 1, d + 100, 16 * 3500 - 1);
+	CHECK_EQ(v, SEARCH_EXIT);
+	CHECK_EQ(s.norm_diff, 500);			/* flat delivery */
+	/* one bin more is skipped again */
+	v = search_update(&s, 32 * 3500 + 1, d + 200, 16 * 3500);
+	CHECK_EQ(v, SEARCH_SKIPPED);
 
 	/* RTT shorter than a bin: shift 0, no comparison */
 	memset(&s, 0, sizeof(s));
 	search_arm(&s, &search_default, 0, 0, 10000);
 	for (i = 1; i <= 30; i++)
-		v = search_update(&s, &search_default, i * 3500 + 1, i * 100,
+		v = search_update(&s, i * 3500 + 1, i * 100,
 				  1000);
 	CHECK_EQ(v, SEARCH_NOT_ENOUGH);
 	CHECK_EQ(s.norm_diff, SEARCH_NORM_NONE);
+	/* no RTT sample: the bins roll, nothing is compared */
+	v = search_update(&s, 31 * 3500 + 1, 3100, 0);
+	CHECK_EQ(v, SEARCH_NOT_ENOUGH);
+	CHECK_EQ(s.nbins, 31);
+}
+
+/*
+ * The whole accepted parameter space, run through a clean doubling slow
+ * start: the delivery rate doubles every RTT, the RTT stays at the initial
+ * RTT, ACKs come 8 per bin.  For every (window_factor, W, EXTRA_BINS) that
+ * search_params_check() accepts with some THRESH, SEARCH must run at least
+ * one check, and the largest norm_diff it sees must stay below the smallest
+ * THRESH accepted - so no accepted set exits before capacity, whatever
+ * THRESH and stall_bins are (no bin is ever missed here, and a higher
+ * THRESH only exits later).  The prefix of any capacity-limited slow start
+ * is this run, so "never during doubling" is "never before capacity".
+ */
+struct doubling_result {
+	u32 checks;
+	u32 exits;
+	s32 max_norm;
+};
+
+static struct doubling_result sim_doubling(const struct search_params *p,
+					   u32 jitter_pct)
+{
+	const u32 rtt = 100000;
+	struct doubling_result r = { 0, 0, -32768 };
+	struct search_state s = { 0 };
+	double b = 10.0 * p->bins / p->window_factor;	/* bins per RTT */
+	u32 shift2 = 2 * 10 * p->bins / p->window_factor;
+	u32 total, step, t, end, seed = 777;
+
+	if (!search_arm(&s, p, 0, 100, rtt))	/* delivered(0) below */
+		return r;
+	step = s.bin_dur_us / 8;
+	total = p->bins + shift2 + 1 + 3 * ((u32)b + 1) + 4;
+	end = total * s.bin_dur_us;
+	for (t = step; t <= end; t += step) {
+		/* cumulative delivered of a rate doubling every RTT */
+		double d = 100.0 * pow(2.0, (double)t / rtt);
+		u32 r_us = rtt;
+		enum search_verdict v;
+
+		if (jitter_pct) {
+			seed = seed * 1103515245U + 12345U;
+			r_us = rtt - rtt * jitter_pct / 100 +
+			       (seed >> 8) % (2 * rtt * jitter_pct / 100 + 1);
+		}
+		v = search_update(&s, t, (u32)fmod(d, 4294967296.0), r_us);
+		if (v == SEARCH_BELOW || v == SEARCH_EXIT) {
+			r.checks++;
+			if (s.norm_diff > r.max_norm)
+				r.max_norm = s.norm_diff;
+		}
+		if (v == SEARCH_EXIT)
+			r.exits++;
+	}
+	return r;
+}
+
+static void t_search_param_space(void)
+{
+	struct search_params p;
+	u32 wf, w, x, accepted = 0, refused = 0, no_check = 0, early = 0;
+	s32 worst = -32768, worst_jit = -32768;
+	u32 worst_wf = 0, worst_w = 0;
+
+	for (wf = SEARCH_WINDOW_FACTOR_MIN; wf <= SEARCH_WINDOW_FACTOR_MAX; wf++)
+	for (w = SEARCH_W_MIN; w <= SEARCH_W_MAX; w++)
+	for (x = SEARCH_EXTRA_MIN; x <= SEARCH_EXTRA_MAX; x++) {
+		struct doubling_result r;
+
+		/* the most exit-prone THRESH and stall rule accepted */
+		p = (struct search_params){ wf, w, x, SEARCH_THRESH_SET_MIN,
+					    10 * w / wf + 1 };
+		if (search_params_check(&p) != SEARCH_PARAMS_OK) {
+			/* then no THRESH or stall_bins makes it valid */
+			u32 th;
+
+			for (th = SEARCH_THRESH_MIN; th <= SEARCH_THRESH_MAX;
+			     th += 7) {
+				p.thresh = th;
+				p.stall_bins = 0;
+				CHECK(search_params_check(&p) != SEARCH_PARAMS_OK);
+			}
+			refused++;
+			continue;
+		}
+		accepted++;
+		r = sim_doubling(&p, 0);
+		if (!r.checks)
+			no_check++;
+		if (r.exits)
+			early++;
+		if (r.max_norm > worst) {
+			worst = r.max_norm;
+			worst_wf = wf;
+			worst_w = w;
+		}
+		/* +-5 % RTT jitter on every ACK still stays below the floor */
+		r = sim_doubling(&p, 5);
+		if (r.exits)
+			early++;
+		if (r.max_norm > worst_jit)
+			worst_jit = r.max_norm;
+	}
+	printf("    %u (wf, W, extra) sets accepted, %u refused; worst clean norm_diff %d (wf %u, W %u), with 5%% jitter %d\n",
+	       accepted, refused, worst, worst_wf, worst_w, worst_jit);
+	CHECK(accepted > 1000);
+	CHECK_EQ(no_check, 0);
+	CHECK_EQ(early, 0);
+	CHECK(worst < SEARCH_THRESH_SET_MIN / 2);
+	CHECK(worst_jit < SEARCH_THRESH_SET_MIN);
+	/* the defaults and the VM test's single-value writes are accepted */
+	p = search_default;
+	CHECK_EQ(search_params_check(&p), SEARCH_PARAMS_OK);
+	p.bins = 12;
+	CHECK_EQ(search_params_check(&p), SEARCH_PARAMS_OK);
+	p = search_default;
+	p.extra_bins = 14;
+	CHECK_EQ(search_params_check(&p), SEARCH_PARAMS_OK);
+	p = search_default;
+	p.window_factor = 40;
+	CHECK_EQ(search_params_check(&p), SEARCH_PARAMS_OK);
+	p = search_default;
+	p.thresh = 250;
+	CHECK_EQ(search_params_check(&p), SEARCH_PARAMS_OK);
 }
 
 static void t_search_scale(void)
@@ -426,7 +609,7 @@ static void t_search_scale(void)
 	/* 3e8 per bin (10 Gbit/s of bytes for 3.5 ms is 4.4e6; this is more) */
 	for (i = 1; i <= 40; i++) {
 		d += 300000000U;		/* wraps u32 several times */
-		search_update(&s, &never, i * 3500 + 1, d, 10000);
+		search_update(&s, i * 3500 + 1, d, 10000);
 	}
 	CHECK(s.scale > 0);
 	CHECK(s.bins[s.pos] > 30000);		/* still precise */
@@ -438,7 +621,7 @@ static void t_search_scale(void)
 	d = 0;
 	for (i = 1; i <= 40; i++) {
 		d += 1000U * i * i;
-		search_update(&s, &never, i * 3500 + 1, d, 10000);
+		search_update(&s, i * 3500 + 1, d, 10000);
 	}
 	CHECK(s.scale > 0);
 	{
@@ -468,7 +651,7 @@ static void t_search_zero_and_extremes(void)
 	/* nothing delivered at all */
 	search_arm(&s, &search_default, 0, 0, 10000);
 	for (i = 1; i <= 40; i++)
-		v = search_update(&s, &search_default, i * 3500 + 1, 0, 10000);
+		v = search_update(&s, i * 3500 + 1, 0, 10000);
 	CHECK_EQ(v, SEARCH_BELOW);
 	CHECK_EQ(s.norm_diff, SEARCH_NORM_NONE);
 
@@ -476,7 +659,7 @@ static void t_search_zero_and_extremes(void)
 	memset(&s, 0, sizeof(s));
 	search_arm(&s, &search_default, 0, 0, 1);
 	for (i = 1; i <= 5000; i++)
-		v = search_update(&s, &search_default, i, i, 1);
+		v = search_update(&s, i, i, 1);
 	CHECK_EQ(s.nbins, 49);
 	CHECK_EQ(v, SEARCH_IDLE);
 
@@ -484,16 +667,22 @@ static void t_search_zero_and_extremes(void)
 	memset(&s, 0, sizeof(s));
 	search_arm(&s, &search_default, 0, 0, 10000000);
 	for (i = 1; i <= 20; i++)
-		v = search_update(&s, &search_default, i * 11600000U, i,
+		v = search_update(&s, i * 11600000U, i,
 				  10000000);
 	CHECK(v != SEARCH_EXIT || s.norm_diff >= 350);
 
-	/* bin counter saturation disarms */
+	/* the bin counter saturates; SEARCH stays armed and keeps checking */
 	memset(&s, 0, sizeof(s));
 	search_arm(&s, &search_default, 0, 0, 1);	/* 100 us bins */
-	v = search_update(&s, &search_default, 100U * 70000U, 5, 1);
-	CHECK_EQ(v, SEARCH_IDLE);
-	CHECK(!(s.flags & SEARCH_F_ARMED));
+	v = search_update(&s, 100U * 70000U, 5, 1);
+	CHECK_EQ(v, SEARCH_NOT_ENOUGH);			/* 1 us: shift 0 */
+	CHECK_EQ(s.nbins, SEARCH_NBINS_MAX);
+	CHECK(s.flags & SEARCH_F_ARMED);
+	for (i = 1; i <= 30; i++)
+		v = search_update(&s, 100U * (70000U + i), 5 + 10 * i, 300);
+	CHECK_EQ(v, SEARCH_EXIT);			/* 3 bins: checked */
+	CHECK_EQ(s.norm_diff, 500);			/* a flat rate */
+	CHECK_EQ(s.nbins, SEARCH_NBINS_MAX);
 }
 
 /* ------------------------------------------------------------------ */
@@ -1203,7 +1392,7 @@ static void t_spline_rto_regrow(void)
 /* ------------------------------------------------------------------ */
 
 static const struct test_case cases[] = {
-	{ "search_params_sane", t_search_params_sane },
+	{ "search_params_check", t_search_params_check },
 	{ "search_state_size", t_search_state_size },
 	{ "search_bin_duration", t_search_bin_duration },
 	{ "search_roll", t_search_roll },
@@ -1215,7 +1404,8 @@ static const struct test_case cases[] = {
 	{ "search_paper_doubling", t_search_paper_doubling },
 	{ "search_paper_capacity", t_search_paper_capacity },
 	{ "search_default_timing", t_search_default_timing },
-	{ "search_rtt_spike_clamp", t_search_rtt_spike_clamp },
+	{ "search_rtt_spike_skip", t_search_rtt_spike_skip },
+	{ "search_param_space", t_search_param_space },
 	{ "search_scale", t_search_scale },
 	{ "search_zero_and_extremes", t_search_zero_and_extremes },
 	{ "cubic_cbrt", t_cubic_cbrt },
