@@ -99,7 +99,7 @@ def Size(maximum: float, describe: str, minimum: int = 0, optional: bool = True)
     schema = {"anyOf": [{"type": "integer", "minimum": max(1, minimum), "maximum": maximum},
                         {"type": "string", "pattern": units.unit_pattern(units._SIZE_UNITS)}],
               "description": f"{describe}: bytes, or a string such as \"10MB\", \"64MiB\", "
-                             f"\"32kbit\"; at most {maximum:.4g} bytes"}
+                             f"\"32kbit\"; at most {maximum:,.0f} bytes"}
     return Annotated[Optional[int], BeforeValidator(check), WithJsonSchema(schema)]
 
 
@@ -125,9 +125,10 @@ Percent = Annotated[float, BeforeValidator(_percent),
                                                "pattern": rf"^\s*{units.NUMBER_PATTERN}\s*%?\s*$"}],
                                     "description": "percent: 2, 0.5 or \"2%\" (0 to 100)"})]
 
+
 def _strict_number(value):
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"expected a number, got {value!r}")
+        raise ValueError(f"expected a number, got {_shown(value)}")
     if not math.isfinite(value):
         raise ValueError(f"expected a finite number, got {value!r}")
     return value
@@ -138,7 +139,7 @@ Hz = Annotated[float, BeforeValidator(_strict_number), Field(ge=1, le=MAX_SAMPLE
 Name = Annotated[str, StringConstraints(strict=True, min_length=1, max_length=MAX_NAME,
                                         pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")]
 Text = Annotated[str, StringConstraints(strict=True, max_length=MAX_TEXT)]
-Path = Annotated[str, StringConstraints(strict=True, min_length=1, max_length=4096)]
+FilePath = Annotated[str, StringConstraints(strict=True, min_length=1, max_length=4096)]
 CcaName = Annotated[str, StringConstraints(strict=True, min_length=1, max_length=15,
                                            pattern=r"^[a-z][a-z0-9_]*$")]
 Module = Annotated[str, StringConstraints(strict=True, min_length=4, max_length=4096,
@@ -149,7 +150,7 @@ SysctlName = Annotated[str, StringConstraints(strict=True, max_length=200,
 
 def _sysctl_value(value):
     if isinstance(value, bool) or not isinstance(value, (int, str)):
-        raise ValueError(f"expected a number or a string, got {value!r}")
+        raise ValueError(f"expected a number or a string, got {_shown(value)}")
     return value
 
 
@@ -163,14 +164,19 @@ Sysctls = Annotated[dict[SysctlName, SysctlValue],
 def _buffer(value):
     if isinstance(value, str) and value.strip().endswith("bdp"):
         k = units.number(value.strip()[:-3].strip() or "1", "", minimum=0)
-        if not 0 < k <= MAX_BDP:
-            raise ValueError(f"must be more than 0 and at most {MAX_BDP} BDP, got {value!r}")
+        if k <= 0:
+            raise ValueError(f"must be greater than zero, got {value!r}")
+        if k > MAX_BDP:
+            raise ValueError(f"must be at most {MAX_BDP} BDP, got {value!r}")
         return f"{k:g}bdp"
     value = _whole(value)
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"expected packets (150) or BDP multiples (\"2bdp\"), got {value!r}")
-    if not 1 <= value <= MAX_PACKETS:
-        raise ValueError(f"must be between 1 and {MAX_PACKETS} packets, got {value}")
+        raise ValueError(f"expected packets (150) or BDP multiples (\"2bdp\"), got "
+                         f"{_shown(value)}")
+    if value < 1:
+        raise ValueError(f"must be at least 1 packet, got {value}")
+    if value > MAX_PACKETS:
+        raise ValueError(f"must be at most {MAX_PACKETS} packets, got {value}")
     return value
 
 
@@ -235,7 +241,11 @@ class DirectionModel(Model):
 
 
 def _range(value):
-    return None if value in ((), []) else value
+    if value in ((), [], None):
+        return None
+    if not isinstance(value, (list, tuple)) or len(value) != 2:
+        raise ValueError(f"expected [low, high], got {_shown(value)}")
+    return value
 
 
 def RateRange(describe):
@@ -275,8 +285,8 @@ class ReconfigureModel(Model):
 class TraceModel(Model):
     """Cellular: the rate follows mahimahi traces, updated every `step`."""
     kind: Literal["trace"] = "trace"
-    down: Optional[Path] = Field(None, description="trace file, relative to the profile's folder")
-    up: Optional[Path] = None
+    down: Optional[FilePath] = Field(None, description="trace file, relative to the profile's folder")
+    up: Optional[FilePath] = None
     step: Duration(MAX_INTERVAL, "time between rate updates", positive=True) = 0.1
 
     @model_validator(mode="after")
@@ -478,7 +488,7 @@ def error(e: ValidationError, model) -> SpecError:
     if kind == "extra_forbidden":
         return SpecError(where, f"unknown key (known keys: "
                                 f"{', '.join(_known_keys(model, loc[:-1]))})")
-    if kind == "too_short" and where == "flow":
+    if kind in ("too_short", "missing") and where == "flow":
         return SpecError(where, "an experiment needs at least one [[flow]]")
     if kind == "union_tag_not_found":
         return SpecError(f"{where}.kind", "missing (reconfigure or trace)")
@@ -492,7 +502,11 @@ def error(e: ValidationError, model) -> SpecError:
         return SpecError(where, f"must have {bound} {n} item(s), got {err['ctx']['actual_length']}")
     if bound:
         n = err["ctx"]["le" if bound == "at most" else "ge"]
-        return SpecError(where, f"must be {bound} {n}, got {_shown(err['input'])}")
+        return SpecError(where, f"must be {bound} {n:g}, got {_shown(err['input'])}")
+    if kind in ("string_too_long", "string_too_short"):
+        n, bound = ((err["ctx"]["max_length"], "at most") if kind == "string_too_long"
+                    else (err["ctx"]["min_length"], "at least"))
+        return SpecError(where, f"must have {bound} {n} character(s), got {_shown(err['input'])}")
     if kind == "missing" and where == "profile":
         return SpecError(where, "missing: name the link profile, e.g. profile = \"wired\"")
     if kind == "list_type" and where == "flow":

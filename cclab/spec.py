@@ -114,10 +114,8 @@ class Experiment:
         # The same table a file would hold (flows under its key "flow"), checked by the schema.
         table = {k: v for k, v in given(self, schema.ExperimentModel).items() if k != "profile"}
         table["profile"] = self.profile if not isinstance(self.profile, Profile) else "-"
-        table["flow"] = self.flows if isinstance(self.flows, list) else self.flows
-        if isinstance(table["flow"], list):
-            table["flow"] = [given(f, schema.FlowModel) if isinstance(f, Flow) else f
-                             for f in table["flow"]]
+        table["flow"] = ([given(f, schema.FlowModel) if isinstance(f, Flow) else f
+                          for f in self.flows] if isinstance(self.flows, list) else self.flows)
         if isinstance(self.measure, Measure):
             table["measure"] = given(self.measure, schema.MeasureModel)
         checked = schema.validate(schema.ExperimentModel, table)

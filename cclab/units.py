@@ -139,7 +139,7 @@ def size(value, field: str, *, positive: bool = True, minimum: int = 0,
         raise SpecError(field, f"size must be greater than zero, got {value!r}")
     if x < minimum:
         raise SpecError(field, f"must be at least {minimum} bytes, got {value!r}")
-    _at_most(x, maximum, field, value, lambda m: f"{m:.4g} bytes")
+    _at_most(x, maximum, field, value, lambda m: f"{m:,.0f} bytes")
     return int(round(x))
 
 
