@@ -40,6 +40,8 @@
 #define CUBIC_C_DEN		10
 /* cube of a millisecond time, in s^3: (ms)^3 / 1e9 */
 #define CUBIC_MS3_PER_S3	1000000000ULL
+/* (ms^3 per s^3) / C, exact in integers: 1e9 * 10 / 4 = 2.5e9 */
+#define CUBIC_K_FACTOR		(CUBIC_MS3_PER_S3 * CUBIC_C_DEN / CUBIC_C_NUM)
 /*
  * |t - K| is clamped to 2^20 ms (about 17 minutes): far beyond any real
  * epoch, and it keeps C * |t - K|^3 below 2^62 in 64-bit arithmetic.
@@ -65,13 +67,19 @@ struct cubic_state {
 	u32 epoch_cwnd;		/* cwnd when the epoch started */
 };
 
+/*
+ * A new connection, or an RTO.  Like upstream Cubic (bictcp_reset() on
+ * TCP_CA_Loss) this forgets the minimum RTT too: an RTO is often a path
+ * change, and a stale, too small minimum would make HyStart fire at once,
+ * size SEARCH's bins for the old path and skew the curve's look-ahead.
+ */
 static inline void cubic_reset(struct cubic_state *c)
 {
 	c->last_max_cwnd = 0;
 	c->k_ms = 0;
 	c->epoch_start_ms = 0;
 	c->epoch_cwnd = 0;
-	/* delay_min is a path property; an RTO does not change it */
+	c->delay_min_us = 0;
 }
 
 /* Largest c with c^3 <= U64_MAX. */
@@ -148,12 +156,12 @@ static inline u32 cubic_cnt(struct cubic_state *c, u32 cwnd, u32 now_ms)
 		c->epoch_cwnd = cwnd;
 		if (c->last_max_cwnd > cwnd) {
 			/*
-			 * K in ms = cbrt((W_max - cwnd) / C * 1e9):
-			 * (W_max - cwnd) < 2^32, times 2.5e9 < 1.1e19 < 2^64.
+			 * K in ms = cbrt((W_max - cwnd) / C * 1e9 ms^3/s^3).
+			 * CUBIC_K_FACTOR = 1e9 / C = 2.5e9 exactly, so the
+			 * product is (W_max - cwnd) < 2^32 times 2.5e9, i.e.
+			 * below 1.08e19 < 2^64 = 1.84e19.
 			 */
-			u64 x = div64_u64((u64)(c->last_max_cwnd - cwnd) *
-					  CUBIC_C_DEN * CUBIC_MS3_PER_S3,
-					  CUBIC_C_NUM);
+			u64 x = (u64)(c->last_max_cwnd - cwnd) * CUBIC_K_FACTOR;
 			c->k_ms = cubic_cbrt(x);
 		} else {
 			c->k_ms = 0;

@@ -685,6 +685,413 @@ static void t_search_zero_and_extremes(void)
 	CHECK_EQ(s.nbins, SEARCH_NBINS_MAX);
 }
 
+/*
+ * A packet-level model of one tcp_search flow, for the cases the fluid runs
+ * cannot show: ACK-path stalls, an application-limited sender, an undone
+ * recovery, an RTO onto another path.  One FIFO bottleneck of rate_pps with
+ * an unlimited buffer, a base RTT, one ACK per packet, an unpaced sender
+ * whose slow start adds one segment per ACKed segment while it is
+ * cwnd-limited (as the kernel's tcp_is_cwnd_limited() allows).  The per-ACK
+ * glue mirrors tcp_search.c: search_acked() (app-limited -> search_hold(),
+ * else search_update(); HyStart), search_ssthresh(), search_undo_cwnd()
+ * and search_set_state(TCP_CA_Loss).  The "rule" switches turn one module
+ * rule off to show what it prevents.
+ */
+#define PK_RING		(1U << 18)
+#define PK_INF_SSTHRESH	0x7fffffffU
+
+struct pk_cfg {
+	u32 rate_pps, rtt_us;		/* the path */
+	u64 stall_at, stall_len;	/* ACKs due in this span are held */
+	u32 app_pps;			/* 0: bulk sender */
+	u64 app_bulk_at;		/* the app turns bulk then (0: never) */
+	u64 loss_at;			/* a spurious fast recovery, undone
+					 * one RTT later (0: none) */
+	u64 rto_at;			/* an RTO onto path 2 (0: none) */
+	u32 rate2_pps, rtt2_us;
+	bool no_hold;			/* rule off: ignore app-limited */
+	bool no_undo_rearm;		/* rule off: undo does not re-arm */
+	bool keep_delay_min;		/* rule off: RTO keeps delay_min */
+	bool hystart;
+	struct search_params par;
+	u64 dur_us;
+};
+
+struct pk_result {
+	u64 exit_us;		/* 0: no exit (other than by loss) */
+	u32 exit_cwnd;
+	u32 reason;		/* 1 SEARCH, 2 HyStart */
+	u32 checks, skipped, restarts, holds;
+	u32 bin_dur_rto;	/* SEARCH's bin after the RTO */
+	u32 max_cwnd;
+};
+
+static u64 pk_send_t[PK_RING], pk_ack_t[PK_RING];
+
+static struct pk_result pk_run(const struct pk_cfg *cfg)
+{
+	struct pk_result res = { 0 };
+	struct search_state s = { 0 };
+	struct cubic_state c = { 0 };
+	struct hystart_state h = { 0 };
+	u64 now = 0, link_free = 0, undo_at = 0;
+	u32 rate = cfg->rate_pps, rtt = cfg->rtt_us;
+	u32 cwnd = 10, ssthresh = PK_INF_SSTHRESH, prior_cwnd = 0;
+	u32 sent = 0, acked = 0, app_limited = 0;
+	u32 status = 0;		/* enum search_status of tcp_search.c */
+	bool rto_done = false;
+
+	cubic_rtt_sample(&c, rtt);
+	search_arm(&s, &cfg->par, 0, 0, rtt);
+	hystart_round(&h, 0);
+
+	while (now < cfg->dur_us && !res.exit_us) {
+		u64 next_ack = acked != sent ? pk_ack_t[acked % PK_RING]
+					     : UINT64_MAX;
+		u64 next_app = UINT64_MAX, next = next_ack;
+		u32 inflight = sent - acked;
+		bool bulk = !cfg->app_pps ||
+			    (cfg->app_bulk_at && now >= cfg->app_bulk_at);
+
+		/* send what cwnd and the application allow */
+		while (inflight < cwnd && inflight < PK_RING - 1) {
+			u64 avail = bulk ? UINT64_MAX :
+				    10 + now * cfg->app_pps / 1000000;
+			u64 service = 1000000 / rate, depart, due;
+
+			if (sent >= avail) {
+				/* room in cwnd, nothing to send */
+				app_limited = (acked + inflight) ? : 1;
+				next_app = ((u64)sent + 1 - 10) * 1000000 /
+					   cfg->app_pps + 1;
+				break;
+			}
+			depart = cc_max64(now, link_free) + service;
+			link_free = depart;
+			due = depart + rtt;
+			if (due >= cfg->stall_at &&
+			    due < cfg->stall_at + cfg->stall_len)
+				due = cfg->stall_at + cfg->stall_len;
+			pk_send_t[sent % PK_RING] = now;
+			pk_ack_t[sent % PK_RING] = due;
+			sent++;
+			inflight++;
+		}
+		next_ack = acked != sent ? pk_ack_t[acked % PK_RING]
+					 : UINT64_MAX;
+		next = cc_min64(next_ack, next_app);
+		if (cfg->loss_at && cfg->loss_at > now)
+			next = cc_min64(next, cfg->loss_at);
+		if (undo_at > now)
+			next = cc_min64(next, undo_at);
+		if (cfg->rto_at && !rto_done)
+			next = cc_min64(next, cfg->rto_at);
+		if (next == UINT64_MAX)
+			break;
+		now = cc_max64(now, next);
+
+		if (cfg->rto_at && !rto_done && now >= cfg->rto_at) {
+			/* search_ssthresh(), then search_set_state(Loss) */
+			rto_done = true;
+			if (status == 0 && cwnd < ssthresh)
+				status = 3;
+			ssthresh = cubic_on_loss(&c, cwnd, true);
+			cwnd = 1;
+			acked = sent;		/* everything in flight is lost */
+			link_free = now;
+			rate = cfg->rate2_pps;
+			rtt = cfg->rtt2_us;
+			if (cfg->keep_delay_min) {
+				u32 keep = c.delay_min_us;
+
+				cubic_reset(&c);
+				c.delay_min_us = keep;
+			} else {
+				cubic_reset(&c);
+			}
+			search_arm(&s, &cfg->par, (u32)now, acked,
+				   c.delay_min_us);
+			hystart_round(&h, sent);
+			status = 0;
+			continue;
+		}
+		if (cfg->loss_at && now == cfg->loss_at && !undo_at) {
+			/* fast recovery entered: search_ssthresh() */
+			if (status == 0 && cwnd < ssthresh) {
+				search_disarm(&s);
+				status = 3;
+			}
+			prior_cwnd = cwnd;
+			ssthresh = cubic_on_loss(&c, cwnd, true);
+			cwnd = ssthresh;
+			undo_at = now + rtt;
+			continue;
+		}
+		if (undo_at && now == undo_at) {
+			/* DSACKs prove it spurious: search_undo_cwnd() */
+			undo_at = UINT64_MAX;
+			if (!cfg->no_undo_rearm && status == 3) {
+				search_arm(&s, &cfg->par, (u32)now, acked,
+					   c.delay_min_us);
+				hystart_round(&h, sent);
+				status = 0;
+			}
+			cwnd = cc_max32(cwnd, prior_cwnd);
+			ssthresh = PK_INF_SSTHRESH;
+			continue;
+		}
+		if (now < next_ack)
+			continue;		/* application data arrived */
+
+		/* one ACK: search_acked(), then cong_avoid */
+		{
+			u32 r_us = (u32)(now - pk_send_t[acked % PK_RING]);
+			u32 before = sent - acked;
+			enum search_verdict v = SEARCH_IDLE;
+
+			acked++;
+			if (app_limited && acked > app_limited)
+				app_limited = 0;
+			cubic_rtt_sample(&c, r_us);
+			if (status == 0 && cwnd >= ssthresh) {
+				search_disarm(&s);
+				status = 5;
+			}
+			if (status == 0) {
+				if (app_limited && !cfg->no_hold) {
+					search_hold(&s, (u32)now, acked);
+					res.holds++;
+				} else {
+					v = search_update(&s, (u32)now, acked,
+							  r_us);
+				}
+				res.checks += v == SEARCH_BELOW ||
+					      v == SEARCH_EXIT;
+				res.skipped += v == SEARCH_SKIPPED;
+				res.restarts += v == SEARCH_RESTARTED;
+				if (v == SEARCH_EXIT) {
+					res.reason = 1;
+				} else if (cfg->hystart &&
+					   hystart_update(&h, acked, sent, r_us,
+							  c.delay_min_us,
+							  cwnd)) {
+					res.reason = 2;
+				}
+				if (res.reason) {
+					ssthresh = cwnd;
+					res.exit_us = now;
+					res.exit_cwnd = cwnd;
+					search_disarm(&s);
+					status = res.reason;
+				}
+			}
+			if (rto_done && !res.bin_dur_rto)
+				res.bin_dur_rto = s.bin_dur_us;
+			/* slow start while cwnd-limited, else Reno-like */
+			if (cwnd < 2 * before && cwnd < ssthresh)
+				cwnd++;
+			res.max_cwnd = cc_max32(res.max_cwnd, cwnd);
+		}
+	}
+	return res;
+}
+
+/* 5 Gbit/s of 1448-byte segments x 30 ms: BDP 12949 segments. */
+#define PK_FAST_PPS	431630U
+#define PK_FAST_RTT	30000U
+#define PK_FAST_BDP	(PK_FAST_PPS * (PK_FAST_RTT / 1000) / 1000)
+
+static struct pk_cfg pk_fast(u64 stall_at_ms, u64 stall_ms, u32 stall_bins)
+{
+	struct pk_cfg cfg = {
+		.rate_pps = PK_FAST_PPS, .rtt_us = PK_FAST_RTT,
+		.stall_at = stall_at_ms * 1000, .stall_len = stall_ms * 1000,
+		.par = search_default, .dur_us = 2000000,
+	};
+
+	cfg.par.stall_bins = stall_bins;
+	return cfg;
+}
+
+/* A clean path: SEARCH leaves slow start after capacity, not before. */
+static void t_search_pk_clean(void)
+{
+	struct pk_cfg cfg = pk_fast(0, 0, 0);
+	struct pk_result r = pk_run(&cfg);
+
+	printf("    clean 5 Gbit/s x 30 ms: exit at %.2f BDP, %u checks\n",
+	       (double)r.exit_cwnd / PK_FAST_BDP, r.checks);
+	CHECK_EQ(r.reason, 1);
+	CHECK_RANGE((double)r.exit_cwnd / PK_FAST_BDP, 1.0, 10.0);
+	cfg.par.stall_bins = 3;			/* no stall: same exit */
+	CHECK_EQ(pk_run(&cfg).exit_cwnd, r.exit_cwnd);
+}
+
+/*
+ * An ACK stall of 150-200 ms (5-7 RTT) during slow start on a 30 ms path.
+ * The RTT samples of the held ACKs reach past the ring, so those checks are
+ * skipped, as in Algorithm 1, and slow start goes on past capacity.  With
+ * the old clamp the module left at 0.01-0.41 BDP in the first four cases.
+ * In the last one the burst the stall releases lands at the edge of the
+ * previous window on the first check after it; Algorithm 1 exits there too
+ * (norm_diff ~ 0.5), so it is asserted only with the stall rule on.
+ */
+static void t_search_pk_long_stall(void)
+{
+	static const u32 cases[][3] = {
+		/* stall at ms, for ms, paper keeps slow start */
+		{ 150, 150, 1 }, { 200, 150, 1 }, { 250, 200, 1 },
+		{ 300, 150, 1 }, { 300, 200, 1 }, { 150, 200, 1 },
+		{ 200, 200, 1 }, { 250, 150, 0 },
+	};
+	u32 i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct pk_cfg cfg = pk_fast(cases[i][0], cases[i][1], 0);
+		struct pk_result r = pk_run(&cfg), on;
+
+		cfg.par.stall_bins = 3;
+		on = pk_run(&cfg);
+		printf("    stall at %u ms for %u ms: exit at %.2f BDP (%u skipped), with stall_bins=3 at %.2f BDP\n",
+		       cases[i][0], cases[i][1],
+		       (double)r.exit_cwnd / PK_FAST_BDP, r.skipped,
+		       (double)on.exit_cwnd / PK_FAST_BDP);
+		CHECK_EQ(on.reason, 1);
+		CHECK(on.exit_cwnd >= PK_FAST_BDP);
+		if (!cases[i][2])
+			continue;
+		CHECK(r.skipped > 0);
+		CHECK_EQ(r.reason, 1);
+		CHECK(r.exit_cwnd >= PK_FAST_BDP);
+	}
+}
+
+/*
+ * Shorter ACK stalls, 2-7 RTT, with the stall rule off (the paper) and on
+ * (stall_bins = 3, the smallest the defaults accept).  Off: some of them end
+ * slow start early - Algorithm 1 does the same - so the test only records
+ * how many.  On: none does.
+ */
+static void t_search_pk_stalls_rule(void)
+{
+	static const u32 at[] = { 150, 200, 250, 300 };
+	u32 i, k, early_off = 0, early_on = 0, runs = 0;
+
+	for (i = 0; i < 4; i++)
+		for (k = 2; k <= 7; k++) {
+			struct pk_cfg cfg = pk_fast(at[i], k * 30, 0);
+			struct pk_result off = pk_run(&cfg), on;
+
+			cfg.par.stall_bins = 3;
+			on = pk_run(&cfg);
+			runs++;
+			early_off += off.exit_cwnd < PK_FAST_BDP;
+			early_on += on.exit_cwnd < PK_FAST_BDP;
+			CHECK(on.restarts > 0);
+			CHECK_EQ(on.reason, 1);
+			CHECK(on.exit_cwnd >= PK_FAST_BDP);
+			if (off.exit_cwnd < PK_FAST_BDP || k == 2)
+				printf("    stall at %u ms for %u RTT: rule off %.2f BDP, on %.2f BDP\n",
+				       at[i], k,
+				       (double)off.exit_cwnd / PK_FAST_BDP,
+				       (double)on.exit_cwnd / PK_FAST_BDP);
+		}
+	printf("    %u runs: early exits %u with the rule off, %u with it on\n",
+	       runs, early_off, early_on);
+	CHECK(early_off > 0);		/* the paper's behaviour is visible */
+	CHECK_EQ(early_on, 0);
+}
+
+/*
+ * A sender limited by its application to 1/32 of the path's rate for 2 s,
+ * then bulk.  While it is application-limited nothing is measured, so it
+ * keeps slow start; once bulk, SEARCH leaves after capacity.  Without the
+ * rule the flat delivery looks like a full pipe and slow start ends.
+ */
+static void t_search_pk_app_limited(void)
+{
+	struct pk_cfg cfg = {
+		.rate_pps = 8633, .rtt_us = 50000,	/* 100 Mbit/s, 432 */
+		.app_pps = 270, .app_bulk_at = 2000000,
+		.par = search_default, .dur_us = 6000000,
+	};
+	struct pk_result r = pk_run(&cfg);
+	u32 bdp = 8633 * 50 / 1000;
+
+	printf("    app-limited then bulk: exit at %.2f s, %.2f BDP, %u holds\n",
+	       r.exit_us / 1e6, (double)r.exit_cwnd / bdp, r.holds);
+	CHECK(r.holds > 0);
+	CHECK_EQ(r.reason, 1);
+	CHECK(r.exit_us > 2000000);
+	CHECK(r.exit_cwnd >= bdp);
+	cfg.no_hold = true;
+	r = pk_run(&cfg);
+	printf("    same without the rule: exit at %.2f s, cwnd %u\n",
+	       r.exit_us / 1e6, r.exit_cwnd);
+	CHECK_EQ(r.reason, 1);
+	CHECK(r.exit_us < 2000000);
+}
+
+/*
+ * A fast recovery in slow start that turns out spurious (undone one RTT
+ * later, ssthresh back to infinity).  With the undo rule SEARCH watches the
+ * resumed slow start and leaves it after capacity; without it nothing ends
+ * that slow start.
+ */
+static void t_search_pk_undo(void)
+{
+	struct pk_cfg cfg = pk_fast(0, 0, 0);
+	struct pk_result r;
+
+	cfg.loss_at = 150000;		/* cwnd ~ 0.1 BDP */
+	r = pk_run(&cfg);
+	printf("    undone recovery: exit at %.2f BDP\n",
+	       (double)r.exit_cwnd / PK_FAST_BDP);
+	CHECK_EQ(r.reason, 1);
+	CHECK(r.exit_cwnd >= PK_FAST_BDP);
+	CHECK(r.exit_cwnd <= 10 * PK_FAST_BDP);
+	cfg.no_undo_rearm = true;
+	r = pk_run(&cfg);
+	CHECK_EQ(r.reason, 0);
+	CHECK(r.max_cwnd > 10 * PK_FAST_BDP);
+}
+
+/*
+ * An RTO moves the flow from 5 Gbit/s x 20 ms to 50 Mbit/s x 150 ms.  The
+ * new slow start waits for a fresh RTT sample (delay_min is cleared, as in
+ * upstream Cubic), so its bins fit the new path and SEARCH leaves after the
+ * new capacity; HyStart does not fire on the first round either.  Keeping
+ * the old 20 ms minimum instead sizes the bins for 20 ms: every check is
+ * skipped, and HyStart fires at once.
+ */
+static void t_search_pk_rto_longer_path(void)
+{
+	struct pk_cfg cfg = {
+		.rate_pps = PK_FAST_PPS, .rtt_us = 20000,
+		.rto_at = 250000, .rate2_pps = 4317, .rtt2_us = 150000,
+		.par = search_default, .dur_us = 10000000,
+	};
+	u32 bdp2 = 4317 * 150 / 1000;
+	struct pk_result r = pk_run(&cfg);
+
+	printf("    RTO onto 150 ms: bin %u us, exit at %.2f new BDP\n",
+	       r.bin_dur_rto, (double)r.exit_cwnd / bdp2);
+	CHECK_RANGE(r.bin_dur_rto, 150000 * 35 / 100, 160000 * 35 / 100);
+	CHECK_EQ(r.reason, 1);
+	CHECK(r.exit_cwnd >= bdp2);
+	cfg.hystart = true;
+	r = pk_run(&cfg);
+	CHECK(r.exit_cwnd >= bdp2 / 2);
+	cfg.keep_delay_min = true;
+	r = pk_run(&cfg);
+	CHECK_EQ(r.reason, 2);			/* HyStart, at once */
+	CHECK(r.exit_cwnd < bdp2 / 8);
+	cfg.hystart = false;
+	r = pk_run(&cfg);
+	CHECK_EQ(r.bin_dur_rto, 20000 * 35 / 100);
+	CHECK(r.skipped > 0);
+}
+
 /* ------------------------------------------------------------------ */
 /* Cubic and HyStart */
 
@@ -1406,6 +1813,12 @@ static const struct test_case cases[] = {
 	{ "search_default_timing", t_search_default_timing },
 	{ "search_rtt_spike_skip", t_search_rtt_spike_skip },
 	{ "search_param_space", t_search_param_space },
+	{ "search_pk_clean", t_search_pk_clean },
+	{ "search_pk_long_stall", t_search_pk_long_stall },
+	{ "search_pk_stalls_rule", t_search_pk_stalls_rule },
+	{ "search_pk_app_limited", t_search_pk_app_limited },
+	{ "search_pk_undo", t_search_pk_undo },
+	{ "search_pk_rto_longer_path", t_search_pk_rto_longer_path },
 	{ "search_scale", t_search_scale },
 	{ "search_zero_and_extremes", t_search_zero_and_extremes },
 	{ "cubic_cbrt", t_cubic_cbrt },
