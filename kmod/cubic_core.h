@@ -14,12 +14,31 @@
  * multiplied by beta = 0.7; with fast convergence, a flow whose W_max is
  * shrinking remembers only (1 + beta) / 2 of it, to leave room to newcomers.
  * In the "TCP-friendly region" the window grows at least as fast as a Reno
- * flow with the same loss rate would: W_est(t) = cwnd_epoch +
- * 3 (1 - beta) / (1 + beta) * t / RTT.
+ * flow with the same loss rate would, i.e. by 3 (1 - beta) / (1 + beta)
+ * segments per RTT.  As upstream tcp_cubic.c does, that Reno estimate
+ * counts ACKed segments rather than time: it starts at the epoch's cwnd and
+ * gains one segment every CUBIC_RENO_ACKS_NUM / CUBIC_RENO_ACKS_DEN * cwnd
+ * ACKed segments (17/9 cwnd for beta = 0.7), so it follows the real RTT,
+ * queueing included, and does not grow while nothing is ACKed.
  *
  * Per ACK we return "cnt": the window grows by one segment every cnt ACKed
  * segments (tcp_cong_avoid_ai() does the counting), aiming to reach the
  * curve's value one minimum RTT ahead.
+ *
+ * Differences from upstream tcp_cubic.c, all deliberate:
+ *  - beta is 7/10 and C is 4/10 exactly (upstream: 717/1024 and a scaled
+ *    410/1024); the Reno estimate's step follows from beta: 17/9 cwnd ACKs
+ *    per segment (upstream's integer rounding of its beta gives 15/8);
+ *  - cnt is recomputed on every ACK (upstream at most once per jiffy unless
+ *    cwnd changed);
+ *  - K is an exact integer cube root in milliseconds (upstream: a table and
+ *    one Newton step in 1/1024 s units);
+ *  - an ACK without an RTT sample is not a sample (upstream: the same), and
+ *    RTT samples within 1 s of the end of a recovery are kept (upstream
+ *    drops them for delay_min);
+ *  - HyStart: the delay test only (no ACK train), judged once per round on
+ *    the smallest of the first HYSTART_SAMPLES samples (upstream: on every
+ *    sample from the HYSTART_SAMPLES-th on, with the running minimum).
  *
  * Time is in milliseconds from a wrapping u32 clock.  All products are
  * bounded in 64 bits; the bounds are noted where they are needed.
@@ -53,9 +72,13 @@
 #define CUBIC_FLAT_CNT_MULT	100
 /* Without a loss yet, still grow at least 5 % per RTT (one per 20 ACKs). */
 #define CUBIC_NO_HISTORY_CNT	20
-/* Reno-friendly slope 3 (1 - beta) / (1 + beta) = 9 / 17 segments per RTT */
-#define CUBIC_AIMD_NUM		(3 * (CUBIC_BETA_DEN - CUBIC_BETA_NUM))
-#define CUBIC_AIMD_DEN		(CUBIC_BETA_DEN + CUBIC_BETA_NUM)
+/*
+ * Reno-friendly slope 3 (1 - beta) / (1 + beta) = 9/17 segments per RTT,
+ * i.e. one segment per (1 + beta) / (3 (1 - beta)) * cwnd = 17/9 cwnd ACKed
+ * segments.
+ */
+#define CUBIC_RENO_ACKS_NUM	(CUBIC_BETA_DEN + CUBIC_BETA_NUM)
+#define CUBIC_RENO_ACKS_DEN	(3 * (CUBIC_BETA_DEN - CUBIC_BETA_NUM))
 /* Smallest ssthresh after a loss. */
 #define CUBIC_MIN_SSTHRESH	2
 
@@ -65,6 +88,8 @@ struct cubic_state {
 	u32 delay_min_us;	/* smallest RTT seen (0: none yet) */
 	u32 epoch_start_ms;	/* 0: no epoch running */
 	u32 epoch_cwnd;		/* cwnd when the epoch started */
+	u32 ack_cnt;		/* ACKed segments not yet turned into reno_cwnd */
+	u32 reno_cwnd;		/* the Reno estimate, segments */
 };
 
 /*
@@ -79,6 +104,8 @@ static inline void cubic_reset(struct cubic_state *c)
 	c->k_ms = 0;
 	c->epoch_start_ms = 0;
 	c->epoch_cwnd = 0;
+	c->ack_cnt = 0;
+	c->reno_cwnd = 0;
 	c->delay_min_us = 0;
 }
 
@@ -141,11 +168,13 @@ static inline u64 cubic_curve(const struct cubic_state *c, u32 t_ms)
 
 /*
  * Congestion avoidance step: how many ACKed segments per +1 of cwnd.
- * @now_ms: wrapping millisecond clock.
+ * @now_ms: wrapping millisecond clock; @acked: segments this ACK covers in
+ * congestion avoidance.
  */
-static inline u32 cubic_cnt(struct cubic_state *c, u32 cwnd, u32 now_ms)
+static inline u32 cubic_cnt(struct cubic_state *c, u32 cwnd, u32 now_ms,
+			    u32 acked)
 {
-	u64 target, w_est, cnt;
+	u64 target, cnt, per_seg;
 	u32 t_ms;
 
 	if (!cwnd)
@@ -154,6 +183,8 @@ static inline u32 cubic_cnt(struct cubic_state *c, u32 cwnd, u32 now_ms)
 		/* new epoch: 0 means "none", so never store it */
 		c->epoch_start_ms = now_ms ? now_ms : 1;
 		c->epoch_cwnd = cwnd;
+		c->ack_cnt = acked;		/* start counting */
+		c->reno_cwnd = cwnd;
 		if (c->last_max_cwnd > cwnd) {
 			/*
 			 * K in ms = cbrt((W_max - cwnd) / C * 1e9 ms^3/s^3).
@@ -166,6 +197,8 @@ static inline u32 cubic_cnt(struct cubic_state *c, u32 cwnd, u32 now_ms)
 		} else {
 			c->k_ms = 0;
 		}
+	} else {
+		c->ack_cnt = (u32)cc_min64((u64)c->ack_cnt + acked, U32_MAX);
 	}
 
 	/* aim at the curve one minimum RTT ahead */
@@ -181,19 +214,24 @@ static inline u32 cubic_cnt(struct cubic_state *c, u32 cwnd, u32 now_ms)
 	if (!c->last_max_cwnd && cnt > CUBIC_NO_HISTORY_CNT)
 		cnt = CUBIC_NO_HISTORY_CNT;
 
-	/* TCP-friendly region: never slower than the equivalent Reno flow */
-	if (c->delay_min_us) {
-		u64 t_us = (u64)(now_ms - c->epoch_start_ms) * USEC_PER_MSEC;
+	/*
+	 * TCP-friendly region: never slower than the equivalent Reno flow.
+	 * per_seg = floor(17/9 cwnd) >= 1 for cwnd >= 1 and < 2^33; ack_cnt
+	 * < 2^32, so n < 2^32 and n * per_seg <= ack_cnt.
+	 */
+	per_seg = div64_u64((u64)cwnd * CUBIC_RENO_ACKS_NUM,
+			    CUBIC_RENO_ACKS_DEN);
+	if (c->ack_cnt > per_seg) {
+		u64 n = div64_u64(c->ack_cnt, per_seg);
 
-		w_est = c->epoch_cwnd +
-			div64_u64(t_us * CUBIC_AIMD_NUM,
-				  (u64)c->delay_min_us * CUBIC_AIMD_DEN);
-		if (w_est > cwnd) {
-			u64 cnt_reno = div64_u64(cwnd, w_est - cwnd);
+		c->ack_cnt -= (u32)(n * per_seg);
+		c->reno_cwnd = (u32)cc_min64((u64)c->reno_cwnd + n, U32_MAX);
+	}
+	if (c->reno_cwnd > cwnd) {
+		u64 cnt_reno = div64_u64(cwnd, c->reno_cwnd - cwnd);
 
-			if (cnt_reno < cnt)
-				cnt = cnt_reno;
-		}
+		if (cnt_reno < cnt)
+			cnt = cnt_reno;
 	}
 
 	cnt = cc_max64(cnt, CUBIC_MIN_CNT);

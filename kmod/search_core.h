@@ -25,9 +25,13 @@
  * below; kmod/README.md lists every difference with its reason.
  *
  * Storage.  The kernel gives a congestion module 104 bytes per socket, so a
- * bin is a u16 counting "delivered >> scale".  When a new bin would not fit,
- * scale grows by one and all stored bins are halved; only the ratio of two
- * sums matters, so a common scale loses nothing but low bits.  Delivered
+ * bin is a 12-bit count of "delivered >> scale", two bins packed in three
+ * bytes.  When a new bin would not fit, scale grows by one and all stored
+ * bins are halved; only the ratio of two sums matters, so a common scale
+ * loses nothing but low bits.  Once scale > 0 the newest bin holds at least
+ * SEARCH_BIN_MAX / 2 units, so a window sum is known to a few parts in ten
+ * thousand and norm_diff to a few per-mille at worst (the host harness
+ * compares it with double precision).  Delivered
  * amounts are whatever unit the caller counts (the module uses
  * tp->delivered, i.e. segments, which also counts SACKed data).  The ring
  * holds SEARCH_RING_BINS = 26 bins, one more than the paper's
@@ -81,8 +85,11 @@
 
 /* Slots in the bin ring: the default W + EXTRA_BINS plus one (see above). */
 #define SEARCH_RING_BINS	26
-/* Largest value a bin can hold before the common scale must grow. */
-#define SEARCH_BIN_MAX		U16_MAX
+/* Bits per bin, and the largest value a bin holds before scale grows. */
+#define SEARCH_BIN_BITS		12
+#define SEARCH_BIN_MAX		((1U << SEARCH_BIN_BITS) - 1)
+/* Bytes of the packed ring (39). */
+#define SEARCH_BIN_BYTES	((SEARCH_RING_BINS * SEARCH_BIN_BITS + 7) / 8)
 /*
  * Floor for the bin duration.  Below ~100 us, delayed ACKs, interrupt
  * coalescing and GRO deliver ACKs in bursts, so most bins would be empty and
@@ -174,7 +181,7 @@ struct search_state {
 	u16 nbins;		/* bins started so far (paper: curr_idx + 1) */
 	s16 norm_diff;		/* last value in per-mille, or SEARCH_NORM_NONE */
 	u16 thresh;		/* parameters fixed at arm time: THRESH, */
-	u16 bins[SEARCH_RING_BINS];
+	u8 bins[SEARCH_BIN_BYTES];	/* packed, see search_bin() */
 	u8 pos;			/* ring slot of the current bin */
 	u8 scale;		/* bins hold delivered >> scale */
 	u8 flags;		/* SEARCH_F_* */
@@ -233,12 +240,33 @@ static inline u32 search_slot(const struct search_state *s, u32 back)
 	return (s->pos + SEARCH_RING_BINS - back) % SEARCH_RING_BINS;
 }
 
+/* The bin in ring slot @slot: 12 bits starting at bit 12 * slot. */
+static inline u32 search_bin(const struct search_state *s, u32 slot)
+{
+	u32 bit = slot * SEARCH_BIN_BITS, byte = bit / 8;
+	/* slot < SEARCH_RING_BINS, so byte + 1 < SEARCH_BIN_BYTES */
+	u32 two = s->bins[byte] | ((u32)s->bins[byte + 1] << 8);
+
+	return (two >> (bit % 8)) & SEARCH_BIN_MAX;
+}
+
+static inline void search_bin_set(struct search_state *s, u32 slot, u32 v)
+{
+	u32 bit = slot * SEARCH_BIN_BITS, byte = bit / 8, sh = bit % 8;
+	u32 two = s->bins[byte] | ((u32)s->bins[byte + 1] << 8);
+
+	two &= ~(SEARCH_BIN_MAX << sh);
+	two |= (cc_min32(v, SEARCH_BIN_MAX) << sh);
+	s->bins[byte] = (u8)two;
+	s->bins[byte + 1] = (u8)(two >> 8);
+}
+
 /* Forget the history, keep bin_dur and the parameters; bin_end unchanged. */
 static inline void search_restart(struct search_state *s, u32 delivered)
 {
 	u32 i;
 
-	for (i = 0; i < SEARCH_RING_BINS; i++)
+	for (i = 0; i < SEARCH_BIN_BYTES; i++)
 		s->bins[i] = 0;
 	s->nbins = 0;
 	s->pos = SEARCH_RING_BINS - 1;	/* the first bin lands in slot 0 */
@@ -318,15 +346,15 @@ static inline void search_store(struct search_state *s, u32 v)
 	while ((v >> s->scale) > SEARCH_BIN_MAX) {
 		s->scale++;
 		for (i = 0; i < SEARCH_RING_BINS; i++)
-			s->bins[i] = (u16)((s->bins[i] + 1U) >> 1);
+			search_bin_set(s, i, (search_bin(s, i) + 1U) >> 1);
 	}
 	if (s->scale) {
 		/* round to nearest, in 64 bits so v near U32_MAX cannot wrap */
 		u64 r = ((u64)v + (1ULL << (s->scale - 1))) >> s->scale;
 
-		s->bins[s->pos] = (u16)cc_min64(r, SEARCH_BIN_MAX);
+		search_bin_set(s, s->pos, (u32)cc_min64(r, SEARCH_BIN_MAX));
 	} else {
-		s->bins[s->pos] = (u16)v;
+		search_bin_set(s, s->pos, v);
 	}
 }
 
@@ -342,7 +370,7 @@ static inline void search_roll(struct search_state *s, u32 passed,
 	u32 i;
 
 	for (i = 1; i <= zero; i++)
-		s->bins[(s->pos + i) % SEARCH_RING_BINS] = 0;
+		search_bin_set(s, (s->pos + i) % SEARCH_RING_BINS, 0);
 	s->pos = (u8)((s->pos + passed % SEARCH_RING_BINS) % SEARCH_RING_BINS);
 	s->nbins = (u16)cc_min32((u32)s->nbins + cc_min32(passed,
 							  SEARCH_NBINS_MAX),
@@ -365,9 +393,11 @@ static inline u64 search_window_sum(const struct search_state *s, u32 w,
 	u32 i;
 
 	for (i = 1; i < w; i++)
-		sum += (u64)s->bins[search_slot(s, back + i)] * SEARCH_FRAC_ONE;
-	sum += (u64)s->bins[search_slot(s, back + w)] * frac;
-	sum += (u64)s->bins[search_slot(s, back)] * (SEARCH_FRAC_ONE - frac);
+		sum += (u64)search_bin(s, search_slot(s, back + i)) *
+		       SEARCH_FRAC_ONE;
+	sum += (u64)search_bin(s, search_slot(s, back + w)) * frac;
+	sum += (u64)search_bin(s, search_slot(s, back)) *
+	       (SEARCH_FRAC_ONE - frac);
 	return sum;
 }
 

@@ -65,9 +65,9 @@
  * bbr:(bw:..,mrtt:..,pacing_gain:NORM_DIFF,cwnd_gain:STATE); leaving slow
  * start fires the search:search_exit tracepoint.  See README.md.
  *
- * The whole per-socket state (Cubic 20 bytes, HyStart 8, SEARCH 76 with its
- * 26 u16 bins, the parameter set and the slow-start status in its flags)
- * fills the 104 bytes of icsk_ca_priv.
+ * The whole per-socket state (Cubic 28 bytes, HyStart 8, SEARCH 64 with its
+ * 26 packed 12-bit bins, the parameter set and the slow-start status in its
+ * flags) fits the 104 bytes of icsk_ca_priv.
  */
 #include <linux/module.h>
 #include <linux/moduleparam.h>
@@ -348,7 +348,8 @@ static void search_cong_avoid(struct sock *sk, u32 ack, u32 acked)
 		if (!acked)
 			return;
 	}
-	cnt = cubic_cnt(&ca->cubic, tcp_snd_cwnd(tp), search_now_ms(tp));
+	cnt = cubic_cnt(&ca->cubic, tcp_snd_cwnd(tp), search_now_ms(tp),
+			acked);
 	tcp_cong_avoid_ai(tp, cnt, acked);
 }
 

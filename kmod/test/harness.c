@@ -186,7 +186,7 @@ static void t_search_roll(void)
 		 SEARCH_NOT_ENOUGH);
 	CHECK_EQ(s.nbins, 1);
 	CHECK_EQ(s.pos, 0);
-	CHECK_EQ(s.bins[0], 70);
+	CHECK_EQ(search_bin(&s, 0), 70);
 	CHECK_EQ(s.bin_end_us, 7000);
 	/* further ACKs in the same bin do not roll */
 	CHECK_EQ(search_update(&s, 6999, 200, 10000),
@@ -197,7 +197,7 @@ static void t_search_roll(void)
 		search_update(&s, t * 3500 + 1,
 			      200 + (t - 1) * 10, 10000);
 		CHECK_EQ(s.nbins, t);
-		CHECK_EQ(s.bins[s.pos], t == 2 ? 40 : 10);
+		CHECK_EQ(search_bin(&s, s.pos), t == 2 ? 40 : 10);
 	}
 	CHECK_EQ(s.pos, 4);
 }
@@ -218,19 +218,19 @@ static void t_search_skipped_bins(void)
 	search_update(&s, 4 * 3500 + 3 * 3500 + 1, d, 10000);
 	/* now - bin_end = 3 bins + 1 us -> passed = 4 */
 	CHECK_EQ(s.nbins, 7);
-	CHECK_EQ(s.bins[search_slot(&s, 0)], 500);	/* all in the newest */
-	CHECK_EQ(s.bins[search_slot(&s, 1)], 0);
-	CHECK_EQ(s.bins[search_slot(&s, 2)], 0);
-	CHECK_EQ(s.bins[search_slot(&s, 3)], 0);
-	CHECK_EQ(s.bins[search_slot(&s, 4)], 100);
+	CHECK_EQ(search_bin(&s, search_slot(&s, 0)), 500);	/* all in the newest */
+	CHECK_EQ(search_bin(&s, search_slot(&s, 1)), 0);
+	CHECK_EQ(search_bin(&s, search_slot(&s, 2)), 0);
+	CHECK_EQ(search_bin(&s, search_slot(&s, 3)), 0);
+	CHECK_EQ(search_bin(&s, search_slot(&s, 4)), 100);
 	CHECK_EQ(s.bin_end_us, 8 * 3500);
 
 	/* a gap longer than the whole ring zeroes everything else */
 	d += 7;
 	search_update(&s, 8 * 3500 + 100 * 3500, d, 10000);
-	CHECK_EQ(s.bins[search_slot(&s, 0)], 7);
+	CHECK_EQ(search_bin(&s, search_slot(&s, 0)), 7);
 	for (i = 1; i < SEARCH_RING_BINS; i++)
-		CHECK_EQ(s.bins[search_slot(&s, i)], 0);
+		CHECK_EQ(search_bin(&s, search_slot(&s, i)), 0);
 	CHECK_EQ(s.nbins, 108);
 }
 
@@ -250,13 +250,13 @@ static void t_search_wrap(void)
 		v = search_update(&s, t0 + i * bin + 1, d,
 				  2858);
 		CHECK(v != SEARCH_IDLE);
-		CHECK_EQ(s.bins[s.pos], i);
+		CHECK_EQ(search_bin(&s, s.pos), i);
 	}
 	CHECK_EQ(s.nbins, 80);
 	CHECK_EQ(s.pos, 79 % SEARCH_RING_BINS);
 	/* the ring holds the last 26 values, newest first */
 	for (i = 0; i < SEARCH_RING_BINS; i++)
-		CHECK_EQ(s.bins[search_slot(&s, i)], 80 - i);
+		CHECK_EQ(search_bin(&s, search_slot(&s, i)), 80 - i);
 	/* elapsed time survives the clock wrap */
 	CHECK_EQ(search_elapsed_us(&s, t0 + 80 * bin + 1), 80 * bin + 1);
 }
@@ -266,9 +266,17 @@ static void t_search_window_sum(void)
 	struct search_state s = { 0 };
 	u32 i;
 
+	/* the packed ring: every slot keeps its own 12 bits */
+	for (i = 0; i < SEARCH_RING_BINS; i++)
+		search_bin_set(&s, i, SEARCH_BIN_MAX - i * 157);
+	search_bin_set(&s, 7, 1U << 20);		/* saturates */
+	for (i = 0; i < SEARCH_RING_BINS; i++)
+		CHECK_EQ(search_bin(&s, i),
+			 i == 7 ? SEARCH_BIN_MAX : SEARCH_BIN_MAX - i * 157);
+	CHECK_EQ(sizeof(s.bins), 39);
 	/* bins 1..26 in time order; current bin holds 26 */
 	for (i = 0; i < SEARCH_RING_BINS; i++)
-		s.bins[i] = (u16)(i + 1);
+		search_bin_set(&s, i, i + 1);
 	s.pos = SEARCH_RING_BINS - 1;
 	/* W = 4 newest: 26 + 25 + 24 + 23 */
 	CHECK_EQ(search_window_sum(&s, 4, 0, 0), 98 * SEARCH_FRAC_ONE);
@@ -612,7 +620,7 @@ static void t_search_scale(void)
 		search_update(&s, i * 3500 + 1, d, 10000);
 	}
 	CHECK(s.scale > 0);
-	CHECK(s.bins[s.pos] > 30000);		/* still precise */
+	CHECK(search_bin(&s, s.pos) > SEARCH_BIN_MAX / 2);	/* precise */
 	CHECK_EQ(s.norm_diff, 500);		/* plateau, whatever the scale */
 
 	/* growing values: a scale change in mid-run keeps the ratio */
@@ -928,6 +936,28 @@ static void t_search_pk_clean(void)
 }
 
 /*
+ * The VM's GEO path, 50 Mbit/s x 600 ms (BDP 2590 segments), unlimited
+ * buffer: none of the rules may move the exit (README: cwnd ~ 16000 at
+ * 8.6-8.9 s in the VM and in a packet-level model).
+ */
+static void t_search_pk_geo(void)
+{
+	struct pk_cfg cfg = {
+		.rate_pps = 4317, .rtt_us = 600000,
+		.par = search_default, .dur_us = 20000000,
+	};
+	struct pk_result r = pk_run(&cfg);
+
+	printf("    GEO: exit at %.2f s, cwnd %u (%.2f BDP)\n", r.exit_us / 1e6,
+	       r.exit_cwnd, r.exit_cwnd / 2590.0);
+	CHECK_EQ(r.reason, 1);
+	CHECK_RANGE(r.exit_us / 1e6, 7.5, 10.0);
+	CHECK_RANGE(r.exit_cwnd, 12000, 20000);
+	cfg.par.stall_bins = 3;
+	CHECK_EQ(pk_run(&cfg).exit_cwnd, r.exit_cwnd);
+}
+
+/*
  * An ACK stall of 150-200 ms (5-7 RTT) during slow start on a 30 ms path.
  * The RTT samples of the held ACKs reach past the ring, so those checks are
  * skipped, as in Algorithm 1, and slow start goes on past capacity.  With
@@ -1129,6 +1159,15 @@ static void t_cubic_loss(void)
 	CHECK_EQ(c.last_max_cwnd, 60);
 	CHECK_EQ(cubic_on_loss(&c, 1, true), CUBIC_MIN_SSTHRESH);
 	CHECK_EQ(cubic_on_loss(&c, U32_MAX, true), (u32)(U32_MAX * 0.7));
+	/* an RTO forgets everything, the minimum RTT included (upstream) */
+	c.delay_min_us = 20000;
+	c.reno_cwnd = 77;
+	cubic_reset(&c);
+	CHECK_EQ(c.delay_min_us, 0);
+	CHECK_EQ(c.last_max_cwnd, 0);
+	CHECK_EQ(c.reno_cwnd, 0);
+	cubic_rtt_sample(&c, 150000);
+	CHECK_EQ(c.delay_min_us, 150000);
 }
 
 static void t_cubic_curve(void)
@@ -1138,7 +1177,7 @@ static void t_cubic_curve(void)
 
 	c.last_max_cwnd = 100;
 	c.delay_min_us = 0;
-	cnt = cubic_cnt(&c, 70, 1000);	/* starts the epoch at 1000 ms */
+	cnt = cubic_cnt(&c, 70, 1000, 1);	/* starts the epoch at 1000 ms */
 	/* K = cbrt((100 - 70) / 0.4) = cbrt(75) = 4.217 s */
 	CHECK_RANGE(c.k_ms, 4215, 4218);
 	CHECK_EQ(c.epoch_cwnd, 70);
@@ -1152,41 +1191,72 @@ static void t_cubic_curve(void)
 	CHECK(cubic_curve(&c, U32_MAX) > 100);
 
 	/* near the plateau the growth is slow, far below it fast */
-	CHECK(cubic_cnt(&c, 99, 1000 + c.k_ms) > 50);
-	CHECK(cubic_cnt(&c, 70, 1000 + 3000) < 20);
+	CHECK(cubic_cnt(&c, 99, 1000 + c.k_ms, 1) > 50);
+	CHECK(cubic_cnt(&c, 70, 1000 + 3000, 1) < 20);
 	/* clock wraps during an epoch */
 	c.epoch_start_ms = U32_MAX - 10;
-	CHECK(cubic_cnt(&c, 80, 100) >= CUBIC_MIN_CNT);
+	CHECK(cubic_cnt(&c, 80, 100, 1) >= CUBIC_MIN_CNT);
 }
 
 static void t_cubic_friendly_and_history(void)
 {
 	struct cubic_state c = { 0 };
-	u32 cnt;
+	u32 cnt, i;
 
 	/* no loss yet (after a SEARCH exit): at least 5 % per RTT */
-	cnt = cubic_cnt(&c, 1000, 5000);
+	cnt = cubic_cnt(&c, 1000, 5000, 1);
 	CHECK_EQ(cnt, CUBIC_NO_HISTORY_CNT);
 
-	/* TCP-friendly region: short RTT, Reno's estimate is ahead */
+	/*
+	 * TCP-friendly region, counted in ACKs as upstream: from 990 at the
+	 * epoch's start, one Reno segment per floor(17/9 * 1000) = 1888 ACKed
+	 * segments.  30000 ACKs at cwnd 1000 -> 990 + 15 = 1005 > 1000, so
+	 * cnt <= 1000 / 5 = 200; the curve (still below W_max) says ~100000.
+	 */
 	memset(&c, 0, sizeof(c));
-	c.last_max_cwnd = 1000;
-	c.delay_min_us = 1000;		/* 1 ms RTT */
-	cubic_cnt(&c, 990, 10);		/* epoch at 10 ms */
-	/* after 2 s: W_est = 990 + 9/17 * 2000 RTTs = 2048 > cwnd 1000 */
-	cnt = cubic_cnt(&c, 1000, 2010);
-	CHECK_RANGE(cnt, CUBIC_MIN_CNT, 2);
+	c.last_max_cwnd = 1100;
+	c.delay_min_us = 1000;
+	cubic_cnt(&c, 990, 10, 1);		/* epoch at 10 ms */
+	CHECK_EQ(c.reno_cwnd, 990);
+	for (i = 0; i < 29999; i++)
+		cnt = cubic_cnt(&c, 1000, 10, 1);
+	CHECK_EQ(c.reno_cwnd, 1005);
+	CHECK_EQ(c.ack_cnt, 30000 - 15 * 1888);
+	CHECK_EQ(cnt, 200);
+	/* the estimate does not depend on time or on the RTT: the same
+	 * ACKs spread over 100 s with a 100x larger minimum RTT */
+	memset(&c, 0, sizeof(c));
+	c.last_max_cwnd = 1100;
+	c.delay_min_us = 100000;
+	cubic_cnt(&c, 990, 10, 1);
+	for (i = 0; i < 29999; i++)
+		cnt = cubic_cnt(&c, 1000, 10 + i * 3, 1);
+	CHECK_EQ(c.reno_cwnd, 1005);
+	/* ACKs that cover several segments count each of them */
+	memset(&c, 0, sizeof(c));
+	c.last_max_cwnd = 1100;
+	cubic_cnt(&c, 990, 10, 1);
+	for (i = 0; i < 9999; i++)
+		cubic_cnt(&c, 1000, 10, 3);
+	CHECK_EQ(c.reno_cwnd, 1005);
+	/* no ACKs, no Reno growth, however long the epoch */
+	memset(&c, 0, sizeof(c));
+	c.last_max_cwnd = 1100;
+	c.delay_min_us = 1000;
+	cubic_cnt(&c, 990, 10, 1);
+	cnt = cubic_cnt(&c, 1000, 10 + 2000, 0);
+	CHECK_EQ(c.reno_cwnd, 990);
 
 	/* degenerate inputs */
 	memset(&c, 0, sizeof(c));
 	c.delay_min_us = 1;
-	CHECK(cubic_cnt(&c, 0, 0) >= CUBIC_MIN_CNT);
+	CHECK(cubic_cnt(&c, 0, 0, 1) >= CUBIC_MIN_CNT);
 	CHECK(c.epoch_start_ms != 0);
 	memset(&c, 0, sizeof(c));
 	c.last_max_cwnd = U32_MAX;
 	c.delay_min_us = U32_MAX;
-	CHECK(cubic_cnt(&c, 1, 7) >= CUBIC_MIN_CNT);
-	CHECK(cubic_cnt(&c, U32_MAX, U32_MAX) >= CUBIC_MIN_CNT);
+	CHECK(cubic_cnt(&c, 1, 7, 1) >= CUBIC_MIN_CNT);
+	CHECK(cubic_cnt(&c, U32_MAX, U32_MAX, 1) >= CUBIC_MIN_CNT);
 }
 
 static void t_hystart(void)
@@ -1814,6 +1884,7 @@ static const struct test_case cases[] = {
 	{ "search_rtt_spike_skip", t_search_rtt_spike_skip },
 	{ "search_param_space", t_search_param_space },
 	{ "search_pk_clean", t_search_pk_clean },
+	{ "search_pk_geo", t_search_pk_geo },
 	{ "search_pk_long_stall", t_search_pk_long_stall },
 	{ "search_pk_stalls_rule", t_search_pk_stalls_rule },
 	{ "search_pk_app_limited", t_search_pk_app_limited },
