@@ -11,6 +11,9 @@ Runs inside the lab VM as root (vm/run.sh -- pytest tests/vm/test_kmod.py):
 4. GEO: 50 Mbit/s, 300 ms each way (600 ms RTT), a deep buffer. SEARCH must leave slow start
    (search:search_exit with reason=search) before its first retransmission in at least 4 of
    5 runs; Cubic without HyStart runs into loss. Exit times and retransmissions are printed.
+   ACK stall: 50 Mbit/s x 200 ms, the ACK path held for 4 RTT in mid slow start; with
+   stall_bins=0 (the paper) at least one of 3 runs leaves slow start below the BDP, with
+   stall_bins=3 every run leaves it by SEARCH at or above the BDP.
 5. Stress: 5 s RTT, 50 % loss, 20 parallel flows, rmmod refused while a flow uses a module,
    rmmod of idle modules; afterwards dmesg has gained no WARN, BUG, oops or UBSAN line.
 """
@@ -25,7 +28,7 @@ import time
 import pytest
 
 import netns
-from netns import sh
+from netns import ns, sh
 
 KIT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 KMOD_SRC = os.path.join(KIT, "kmod")
@@ -267,6 +270,26 @@ def test_search_parameters_are_validated(mods):
             f.write(default)
     with open(os.path.join(base, "hystart")) as f:
         assert f.read().strip() == "N"
+    # The SEARCH values are also checked as a set: each of these is inside its own range but
+    # makes an invalid set with the defaults (search_params_check() in search_core.h).
+    with open(os.path.join(base, "stall_bins")) as f:
+        assert f.read().strip() == "0"
+    for param, bad in (("window_bins", "24"), ("extra_bins", "4"), ("thresh", "99"),
+                       ("window_factor", "5"), ("stall_bins", "2"), ("stall_bins", "64")):
+        p = os.path.join(base, param)
+        with open(p) as f:
+            before = f.read().strip()
+        with pytest.raises(OSError):
+            with open(p, "w") as f:
+                f.write(bad)
+        with open(p) as f:
+            assert f.read().strip() == before, f"{param} changed by {bad!r}"
+    p = os.path.join(base, "stall_bins")
+    for v in ("3", "0"):
+        with open(p, "w") as f:
+            f.write(v)
+        with open(p) as f:
+            assert f.read().strip() == v
 
 
 def test_tracepoints_exist(mods):
@@ -396,6 +419,82 @@ def test_geo_search_exits_before_loss_cubic_does_not(mods):
             f.write(hystart_before)
     assert sum(results) >= 4, f"SEARCH exited before loss in only {sum(results)} of {GEO_RUNS}"
     assert cubic_rtx > 0, "Cubic without HyStart did not overshoot"
+
+
+# ACK-stall experiment: 50 Mbit/s, 100 ms each way (BDP 863 segments), a deep buffer.  Once the
+# data socket's cwnd reaches STALL_TRIGGER_CWND (about 4.5 RTT into slow start, when SEARCH has
+# history), the receiver's egress (ACKs only) is held for STALL_SECONDS (4 RTT) by a plug qdisc
+# and then released at once.  With stall_bins=0 (the paper: no reset) the first check after the
+# stall compares a window holding the released burst with one that mostly does not, and SEARCH
+# leaves slow start far below the BDP in most runs (the host harness's packet model: 0.19-0.74
+# BDP for 14 of 15 stall starts in this range).  With stall_bins=3 the measurement restarts
+# after the stall and SEARCH exits only once the BDP is reached.
+STALL_RATE = "50mbit"
+STALL_DELAY = "100ms"
+STALL_BDP_PKTS = 863
+STALL_TRIGGER_CWND = 200
+STALL_SECONDS = 0.8
+STALL_RUNS = 3
+
+
+def _plug(p, action):
+    ns(p.rcv, "tc", "qdisc", "change", "dev", "c0", "root", "plug", action)
+
+
+def _stall_run(p, stall_bins):
+    """One iperf3 flow with an ACK stall; returns (exit reason, exit cwnd) of its data socket."""
+    with open("/sys/module/tcp_search/parameters/stall_bins", "w") as f:
+        f.write(str(stall_bins))
+    tracing_on(["search/search_exit"])
+    result = {}
+    t = threading.Thread(target=lambda: result.update(
+        data=p.iperf3("-C", "search", "-t", "6", timeout=60)))
+    t.start()
+    lport, deadline = None, time.monotonic() + 10
+    try:
+        while time.monotonic() < deadline and t.is_alive():
+            best = (0, None)
+            for head, info in p.data_sockets():
+                m = re.search(r"\bcwnd:(\d+)", info)
+                if m and int(m.group(1)) > best[0]:
+                    best = (int(m.group(1)), head.split()[3].rsplit(":", 1)[-1])
+            if best[0] >= STALL_TRIGGER_CWND:
+                lport = best[1]
+                _plug(p, "block")
+                time.sleep(STALL_SECONDS)
+                break
+            time.sleep(0.01)
+    finally:
+        _plug(p, "release_indefinite")
+        t.join()
+    assert "error" not in result.get("data", {}), result
+    assert lport, "the data socket never reached the trigger window"
+    exits = [parse_kv(x) for x in trace_lines("search_exit")]
+    exits = [e for e in exits if e.get("sport") == lport]
+    assert exits, f"no search_exit for port {lport}"
+    return exits[0].get("reason"), int(exits[0]["cwnd"])
+
+
+def test_search_ack_stall(mods):
+    try:
+        with Path() as p:
+            p.shape(["delay", STALL_DELAY, "rate", STALL_RATE, "limit", "20000"],
+                    ["delay", STALL_DELAY, "limit", "100000"])
+            ns(p.rcv, "tc", "qdisc", "replace", "dev", "c0", "root", "plug", "limit", "10000000")
+            _plug(p, "release_indefinite")
+            runs = {}
+            for rule in (0, 3):
+                runs[rule] = [_stall_run(p, rule) for _ in range(STALL_RUNS)]
+                for reason, cwnd in runs[rule]:
+                    print(f"\n  stall_bins={rule}: exit reason={reason} cwnd={cwnd} "
+                          f"({cwnd / STALL_BDP_PKTS:.2f} BDP)")
+    finally:
+        with open("/sys/module/tcp_search/parameters/stall_bins", "w") as f:
+            f.write("0")
+    early = [c for r, c in runs[0] if r == "search" and c < STALL_BDP_PKTS]
+    assert early, f"the paper's rule never left slow start early: {runs[0]}"
+    for reason, cwnd in runs[3]:
+        assert reason == "search" and cwnd >= STALL_BDP_PKTS, runs[3]
 
 
 # --- stress matrix -----------------------------------------------------------------------------
