@@ -31,16 +31,16 @@
  * loses nothing but low bits.  Once scale > 0 the newest bin holds at least
  * SEARCH_BIN_MAX / 2 units, so a window sum is known to a few parts in ten
  * thousand and norm_diff to a few per-mille at worst (the host harness
- * compares it with double precision).  Delivered
- * amounts are whatever unit the caller counts (the module uses
- * tp->delivered, i.e. segments, which also counts SACKed data).  The ring
+ * compares it with double precision).  Delivered amounts are whatever unit
+ * the caller counts (the module uses tp->delivered, i.e. segments, which
+ * also counts SACKed data).  The ring
  * holds SEARCH_RING_BINS = 26 bins, one more than the paper's
  * W + EXTRA_BINS = 25: with a shift of exactly EXTRA_BINS bins and a non-zero
  * fraction the oldest (fractional) bin is W + EXTRA_BINS bins behind the
  * current one, which in a 25-slot ring is the current slot itself.
  *
  * When no check is made.  Algorithm 1 checks only when the previous window
- * lies inside the ring (lines 14-16).  So do we, and we add two cases the
+ * lies inside the ring (lines 14-16).  So do we, and we add the cases the
  * paper leaves open:
  *
  *  - An RTT that shifts the previous window further back than
@@ -55,8 +55,9 @@
  *  - An RTT shorter than one bin (shift 0) would compare the current window
  *    with itself and is not checked either.  Because bin_dur has a floor of
  *    SEARCH_MIN_BIN_US (the paper divides by it), a path whose RTT is below
- *    about SEARCH_MIN_BIN_US * W / WINDOW_FACTOR (286 us with the defaults)
- *    is never checked; see kmod/README.md.
+ *    SEARCH_MIN_BIN_US is never checked, and below SEARCH_MIN_BIN_US * W /
+ *    WINDOW_FACTOR (286 us with the defaults) the window spans more than
+ *    WINDOW_FACTOR RTTs; see kmod/README.md.
  *  - No RTT sample on this ACK: the bins roll, but there is no check.
  *
  * Parameters are checked as a set (search_params_check()).  A set for which
