@@ -3,13 +3,16 @@
 PYTHON ?= python3
 VM_TIMEOUT ?= 3900
 
-.PHONY: check test host-tests kmod-test kmod-build vm-image vm-test vm-shell scorecard clean help
+.PHONY: student-release check test host-tests kmod-test kmod-build vm-image vm-test vm-test-nightly test-student \
+	test-nightly scorecard clean help
 
 help:
 	@echo "make check      host-only tests (fast)"
 	@echo "make test       host tests, kernel-module builds, then the in-VM suite (builds the QEMU image)"
 	@echo "make vm-image   build (or reuse) the QEMU lab image"
 	@echo "make vm-test    run the in-VM suite only"
+	@echo "make test-student  the student's VM under systemd, lab 1 in JupyterLab through a headless browser"
+	@echo "make test-nightly  the in-VM tests kept out of make test for its time (marked nightly)"
 	@echo "make scorecard  run the lab masters in the VM (MODE=quick|full, LABS=...) and regenerate docs/scorecard.md"
 
 check: host-tests kmod-test
@@ -26,12 +29,29 @@ kmod-build:
 vm-image:
 	vm/build-image.sh
 
+# The in-VM suite runs its tests not marked nightly; test-nightly runs the others (the README
+# names them).  Each prints its durations.
+VM_PYTEST = python3 -m pytest -v -p no:cacheprovider --durations=25
 vm-test: vm-image
 	$(PYTHON) -m pytest -v -p no:cacheprovider tests/vmhost
 	vm/run.sh --timeout $(VM_TIMEOUT) -- sh -c 'vm/guest-diag.sh start; \
-	  python3 -m pytest -v -p no:cacheprovider tests/vm; rc=$$?; vm/guest-diag.sh report; exit $$rc'
+	  $(VM_PYTEST) -m "not nightly" tests/vm; rc=$$?; vm/guest-diag.sh report; exit $$rc'
 
-test: check kmod-build vm-test
+vm-test-nightly: vm-image
+	vm/run.sh --timeout $(VM_TIMEOUT) -- sh -c 'vm/guest-diag.sh start; \
+	  $(VM_PYTEST) -m nightly tests/vm; rc=$$?; vm/guest-diag.sh report; exit $$rc'
+
+test-student: vm-image
+	$(PYTHON) -m pytest -v -p no:cacheprovider -s tests/student
+
+test: check kmod-build vm-test test-student
+
+test-nightly: vm-test-nightly
+
+# The repository a course hands to students (no solutions, hidden tests or grading material).
+student-release:
+	@[ -n "$(DEST)" ] || { echo "make student-release DEST=folder" >&2; exit 2; }
+	$(PYTHON) grading/release.py $(DEST)
 
 # The reproduction scorecard from real runs: each lab's master notebook runs in the lab VM in MODE
 # and passes its own tests; its results are kept in results/scorecard/MODE/<lab>/ (a failed lab

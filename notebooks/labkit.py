@@ -382,13 +382,13 @@ def flow_seconds(lab: str, run_mode: str) -> float:
     kit = kit_root()
     if kit is not None and str(kit) not in sys.path:
         sys.path.insert(0, str(kit))
-    from cclab import profiles
+    from cclab import profiles, spec
     total = 0.0
     for path in experiment_files(lab, run_mode):
-        t = profiles.load_toml(path, "experiment")
-        flows = t.get("flow") or []
-        span = max((float(f.get("start", 0)) + float(f.get("duration", 10)) for f in flows), default=0)
-        total += span * int(t.get("repetitions", 1))
+        table = {k: v for k, v in profiles.load_toml(path, "experiment").items() if k != "lab"}
+        exp = spec.from_dict(table, path.stem, path.parent)
+        span = max((f.start + (f.duration or 0) for f in exp.flows), default=0.0)
+        total += span * exp.repetitions
     return total
 
 

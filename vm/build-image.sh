@@ -98,6 +98,37 @@ touch "$root/.cclab-base-done"
 
 # The guest side of vm/run.sh: an init that runs one command and powers off.
 install -m 0755 "$here/guest-init.sh" "$root/usr/local/sbin/cclab-guest-init"
+# The student's VM (vm/run.sh --systemd): an init that mounts the kit as Vagrant's synced folder
+# would and hands over to systemd; a unit that runs the host's command once the VM is up; DHCP on
+# the user-mode network that forwards JupyterLab's port to the host.
+install -m 0755 "$here/student-init.sh" "$root/usr/local/sbin/cclab-student-init"
+cat > "$root/etc/systemd/system/cclab-ctl.service" <<'EOF'
+[Unit]
+Description=Run the command vm/run.sh --systemd was given, then power off
+ConditionPathExists=/run/cclab-ctl/cmd
+After=multi-user.target cclab-jupyter.service
+
+[Service]
+Type=oneshot
+WorkingDirectory=/kit
+Environment=PATH=/opt/cclab/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+Environment=HOME=/root LANG=C.UTF-8 PY_COLORS=0
+ExecStart=/bin/bash -c 'cut -d" " -f1 /proc/uptime > /run/cclab-ctl/started; [ -f /run/cclab-ctl/env ] && . /run/cclab-ctl/env; bash /run/cclab-ctl/cmd </dev/null >/dev/console 2>&1; echo $? > /run/cclab-ctl/rc; sync'
+ExecStartPost=/bin/systemctl --no-block poweroff
+TimeoutStartSec=infinity
+
+[Install]
+WantedBy=multi-user.target
+EOF
+cat > "$root/etc/systemd/network/50-cclab-user.network" <<'EOF'
+[Match]
+Name=en* eth*
+
+[Network]
+DHCP=ipv4
+EOF
+in_chroot systemctl enable cclab-ctl.service systemd-networkd.service >/dev/null 2>&1 \
+  || die "cannot enable the student VM's units"
 echo cclab-lab > "$root/etc/hostname"
 rm -f "$root/etc/resolv.conf"
 in_chroot apt-get clean

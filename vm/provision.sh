@@ -229,6 +229,12 @@ if [ ! -s "$token_file" ]; then
 fi
 chmod 0640 "$token_file"
 chgrp "$LAB_USER" "$token_file"
+# Every cell of a notebook stays rendered (no windowing): long lab notebooks scroll and print
+# whole, and a cell's output does not vanish while another runs far below it.
+install -d "$VENV/share/jupyter/lab/settings"
+cat > "$VENV/share/jupyter/lab/settings/overrides.json" <<'EOF'
+{"@jupyterlab/notebook-extension:tracker": {"windowingMode": "none"}}
+EOF
 cat > /etc/systemd/system/cclab-jupyter.service <<EOF
 [Unit]
 Description=JupyterLab for the congestion-control labs

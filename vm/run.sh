@@ -2,7 +2,13 @@
 # Boot the QEMU lab image, run one command as root inside it, and return its output and exit
 # status. The checkout is shared read-write into the guest at /kit, and the command runs there.
 #
-# Usage: vm/run.sh [--timeout SEC] [--cpus N] [--mem MIB] [--env NAME=VALUE]... -- CMD [ARG...]
+# Usage: vm/run.sh [--timeout SEC] [--cpus N] [--mem MIB] [--env NAME=VALUE]...
+#                  [--systemd] [--forward PORT] -- CMD [ARG...]
+#
+# --systemd boots the guest as the student's VM: systemd as PID 1 and the VM's services as a
+# Vagrant box runs them (JupyterLab as the lab user); CMD runs as root once they are up, and
+# the checkout is read-only at /kit under a writable layer that stays in the guest.
+# --forward PORT forwards the guest's JupyterLab port (8888) to 127.0.0.1:PORT on this host.
 #
 # The image is built first if it is missing or stale (vm/build-image.sh). KVM is used when it
 # can run a guest here, otherwise QEMU's software emulation (TCG). Environment:
@@ -21,8 +27,12 @@ timeout=3600
 cpus=${CCLAB_VM_CPUS:-$(nproc)}
 mem=${CCLAB_VM_MEM:-6144}
 envs=()
+init=/usr/local/sbin/cclab-guest-init
+forward=
 while [ $# -gt 0 ]; do
   case "$1" in
+    --systemd) init=/usr/local/sbin/cclab-student-init; shift ;;
+    --forward) forward=${2:?--forward needs a port}; shift 2 ;;
     --timeout) timeout=${2:?--timeout needs seconds}; shift 2 ;;
     --cpus) cpus=${2:?--cpus needs a number}; shift 2 ;;
     --mem) mem=${2:?--mem needs MiB}; shift 2 ;;
@@ -33,7 +43,14 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ $# -gt 0 ] || die "no command given (usage: vm/run.sh [options] -- CMD [ARG...])"
-case "$timeout$cpus$mem" in *[!0-9]*) die "--timeout, --cpus and --mem take whole numbers" ;; esac
+case "$timeout$cpus$mem$forward" in *[!0-9]*) die "--timeout, --cpus, --mem and --forward take whole numbers" ;; esac
+net_opts=()
+if [ -n "$forward" ]; then
+  # User-mode networking, restricted: the guest reaches nothing; the host's loopback reaches
+  # the guest's JupyterLab, and nothing else does.
+  net_opts=(-netdev "user,id=n0,restrict=on,hostfwd=tcp:127.0.0.1:$forward-:8888"
+            -device virtio-net-pci,netdev=n0)
+fi
 
 need qemu-system-x86_64 qemu-system-x86
 cache=$(cache_dir)
@@ -111,7 +128,8 @@ qemu-system-x86_64 "${accel_opts[@]}" -M pc -smp "$cpus" -m "$mem" \
   -nodefaults -display none -no-reboot \
   -chardev stdio,id=con,signal=off -serial chardev:con \
   -kernel "$cache/vmlinuz-$key" -initrd "$cache/initrd-$key" \
-  -append "root=/dev/vda rw console=ttyS0 quiet loglevel=3 init=/usr/local/sbin/cclab-guest-init panic=-1 tsc=reliable" \
+  -append "root=/dev/vda rw console=ttyS0 quiet loglevel=3 init=$init panic=-1 tsc=reliable systemd.mask=serial-getty@ttyS0.service systemd.show_status=0" \
+  ${net_opts[@]+"${net_opts[@]}"} \
   -drive "file=$img,if=virtio,format=raw,snapshot=on" \
   -device virtio-rng-pci \
   -virtfs "local,path=$kit,mount_tag=kit,security_model=none,id=kit" \
