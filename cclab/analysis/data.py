@@ -173,11 +173,12 @@ class RunData:
 
         def link(d):
             if not d:
-                return "?"
+                return "not shaped"
             parts = [_fmt_rate(d.get("rate")), f"{float(d.get('delay') or 0) * 1e3:g} ms"]
             if d.get("loss"):
                 parts.append(f"loss {d['loss']}%")
-            parts.append(f"buf {d.get('buffer')}")
+            buf = d.get("buffer")
+            parts.append(f"buf {buf}" + (" pkts" if isinstance(buf, (int, float)) else ""))
             parts.append(d.get("shaper", "?"))
             return " ".join(parts)
 

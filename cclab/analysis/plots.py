@@ -6,7 +6,7 @@ Every figure carries its provenance in a footer (run, kernel, kit commit, link, 
 algorithms) and marks untrustworthy runs: a red frame, a red banner with the reasons, and
 their series drawn dashed with a "(untrustworthy)" label.  Runs never checked say so in grey.
 
-    timeseries(runs)               cwnd, RTT and throughput per flow, algorithms overlaid
+    timeseries(runs)               binned goodput, cwnd and RTT per flow, link rate drawn
     throughput_delay(runs)         Pantheon-style: goodput against p95 RTT, spread over repetitions
     time_sequence(capture, runs)   Stevens graph from a tshark table (cclab.analysis.tshark)
     cdf(runs, "rtt")               CDFs of RTT, queueing delay, throughput, per algorithm
@@ -135,54 +135,160 @@ def _empty(ax, msg="no data"):
     ax.text(0.5, 0.5, msg, ha="center", va="center", transform=ax.transAxes, color="#888888")
 
 
+# ---------------------------------------------------------------- titles
+
+def window_text(w: float) -> str:
+    return f"{w * 1e3:.0f} ms" if w < 1 else f"{w:g} s"
+
+
+def link_text(run: RunData) -> str:
+    """The profile and its link parameters, e.g. "profile wired: down 50 Mbit/s 20 ms buf 1bdp
+    htb, up 50 Mbit/s 20 ms buf 1bdp htb, base RTT 40 ms"."""
+    p = run.provenance()
+    parts = [f"profile {p['profile']}: down {p['down']}"]
+    parts.append(f"up {p['up']}")
+    if run.base_rtt() > 0:
+        parts.append(f"base RTT {run.base_rtt() * 1e3:g} ms")
+    if len(run.table("changes")):
+        parts.append("link changes during the run")
+    return ", ".join(parts)
+
+
+def run_title(runs: list[RunData], what: str = "") -> str:
+    """A figure title naming the experiment(s) and each distinct profile with its link."""
+    exps = list(dict.fromkeys(r.experiment for r in runs))
+    links = list(dict.fromkeys(link_text(r) for r in runs))
+    head = ", ".join(exps[:3]) + (f" and {len(exps) - 3} more" if len(exps) > 3 else "")
+    if what:
+        head = f"{head}: {what}" if head else what
+    body = links[:2] + ([f"and {len(links) - 2} more profiles"] if len(links) > 2 else [])
+    return "\n".join([head] + body)
+
+
+def _title(ax, runs, what: str, width_in: float | None = None):
+    """Title an axes with what it shows, the experiment, the profile and its link, wrapped
+    to the figure's width."""
+    if width_in is None:
+        width_in = ax.figure.get_size_inches()[0]
+    text = run_title(runs, what) if runs else what
+    text = "\n".join(textwrap.fill(line, int(width_in * 13), subsequent_indent="    ")
+                     for line in text.split("\n"))
+    ax.set_title(text, fontsize=8 if width_in < 8 else 9, loc="left")
+
+
 # ---------------------------------------------------------------- time series
 
-def timeseries(runs, what=("cwnd", "rtt", "throughput"), flows=None, path=None, width=10):
-    """cwnd (packets), RTT (ms) and goodput (Mbit/s) against time, one line per flow, coloured
-    by algorithm; several runs overlay (e.g. one run per algorithm)."""
+def _steps_to(ax, steps: pd.DataFrame, t0: float, t1: float, **kw):
+    """Draw a step function (rows t, value from t on) between t0 and t1."""
+    t = steps["t"].to_numpy(dtype=float)
+    v = steps.iloc[:, 1].to_numpy(dtype=float)
+    keep = np.r_[t[1:] > t0, True] & (t < t1)
+    t, v = np.clip(t[keep], t0, t1), v[keep]
+    if not len(t):
+        return
+    ax.step(np.r_[t, t1], np.r_[v, v[-1]], where="post", **kw)
+
+
+def timeseries(runs, what=("throughput", "cwnd", "rtt"), flows=None, path=None, width=10,
+               window=metrics.THROUGHPUT_WINDOW, ping=None, title=None):
+    """Goodput (Mbit/s, averaged over bins of `window` s, or "rtt" for one base RTT), cwnd
+    (packets) and RTT (ms) against time, one line per flow, coloured by algorithm; several runs
+    overlay (e.g. one run per algorithm).  The configured link rate (following rate changes)
+    is drawn on the goodput panel, the BDP on the cwnd panel; with one run (or ping=True) the
+    ping samples on the RTT panel.  RTT samples before a socket's first RTT measurement are
+    left out (metrics.rtt_samples).  The title names the experiment, the profile and its link."""
     runs = as_runs(runs)
-    fig, axes = plt.subplots(len(what), 1, figsize=(width, 2.3 * len(what) + 0.8), sharex=True,
+    what = tuple(what)
+    fig, axes = plt.subplots(len(what), 1, figsize=(width, 2.3 * len(what) + 1.2), sharex=True,
                              squeeze=False)
     axes = axes[:, 0]
+    ax_of = dict(zip(what, axes))
     multi = len(runs) > 1
+    ping = (len(runs) == 1) if ping is None else ping
+    w = metrics.window_seconds(runs[0], window) if runs else metrics.THROUGHPUT_WINDOW
+    t_lo, t_hi = math.inf, -math.inf
+    labelled = set()
     for run in runs:
         cca_of = _flow_cca(run)
-        data = {"cwnd": metrics.cwnd_series(run), "rtt": metrics.rtt_samples(run),
-                "throughput": metrics.throughput_series(run)}
-        for ax, w in zip(axes, what):
-            df = data[w]
+        wr = metrics.window_seconds(run, window)
+        data = {"cwnd": metrics.cwnd_series(run) if "cwnd" in what else None,
+                "rtt": metrics.rtt_samples(run) if "rtt" in what else None,
+                "throughput": metrics.throughput_binned(run, wr) if "throughput" in what else None}
+        for k, wh in enumerate(what):
+            ax, df = axes[k], data[wh]
             if flows is not None:
                 df = df[df["flow"].isin(flows)]
+            if len(df):
+                t_lo, t_hi = min(t_lo, float(df["t" if wh != "throughput" else "t_start"].min())), \
+                    max(t_hi, float(df["t" if wh != "throughput" else "t_end"].max()))
             for f, g in df.groupby("flow"):
                 cca = cca_of.get(f, "?")
                 label = f"{cca} flow {f}" + (f" [{run.name}]" if multi else "") + _tag(run)
-                if w == "cwnd":
-                    for k, (port, gp) in enumerate(g.groupby("port")):
-                        ax.plot(gp["t"], gp["cwnd"], color=color(cca), lw=0.9,
-                                label=label if k == 0 else None, **_style(run))
-                elif w == "rtt":
-                    ax.plot(g["t"], g["rtt_ms"], color=color(cca), lw=0.9, label=label, **_style(run))
+                # each flow is named once, in the first panel that draws it
+                lab = None if (run.label, f) in labelled else label
+                labelled.add((run.label, f))
+                kw = dict(color=color(cca), lw=0.9, **_style(run))
+                if wh == "throughput":
+                    g = g.set_index("t_start")["bps"]
+                    grid = np.round(np.arange(g.index.min(), g.index.max() + wr / 2, wr), 9)
+                    g = g.reindex(grid, method="nearest", tolerance=wr / 4)
+                    ax.stairs(g.to_numpy() / 1e6, np.r_[grid, grid[-1] + wr], baseline=None,
+                              label=lab, lw=1.4, **{k2: v for k2, v in kw.items() if k2 != "lw"})
                 else:
-                    ax.step(g["t"], g["bps"] / 1e6, where="post", color=color(cca), lw=0.9,
-                            label=label, **_style(run))
-    units = {"cwnd": "cwnd (packets)", "rtt": "RTT (ms)", "throughput": "goodput (Mbit/s)"}
-    for ax, w in zip(axes, what):
-        ax.set_ylabel(units[w])
+                    col = "cwnd" if wh == "cwnd" else "rtt_ms"
+                    for i, (_, gp) in enumerate(g.groupby("port", dropna=False)):
+                        ax.plot(gp["t"], gp[col], label=lab if i == 0 else None, **kw)
+    if not math.isfinite(t_lo):
+        t_lo, t_hi = 0.0, 1.0
+    units = {"cwnd": "cwnd (packets)", "rtt": "RTT (ms)",
+             "throughput": f"goodput (Mbit/s)\nper {window_text(w)} bin"}
+    for ax, wh in zip(axes, what):
+        ax.set_ylabel(units[wh])
         ax.grid(alpha=0.3)
-        if not ax.lines:
+        if not ax.lines and not ax.patches:
             _empty(ax)
-    if "throughput" in what and runs:
-        rate = runs[0].rate("down")
-        ax = axes[list(what).index("throughput")]
-        if math.isfinite(rate):
-            ax.axhline(rate / 1e6, color="k", lw=0.8, ls=":", label="link rate")
-    if "cwnd" in what and runs:
-        ax = axes[list(what).index("cwnd")]
+    if runs and "throughput" in ax_of:
+        ax = ax_of["throughput"]
+        directions = runs[0].data_directions()
+        for d in directions:
+            steps = metrics.link_rate_steps(runs[0], d)
+            steps = steps.assign(rate=steps["rate_bps"] / 1e6)[["t", "rate"]]
+            if steps["rate"].notna().all():
+                _steps_to(ax, steps, t_lo, t_hi, color="k", lw=0.9, ls=":",
+                          label="link rate" + (f" ({d})" if len(directions) > 1 else ""))
+        ax.set_ylim(bottom=0)
+    if runs and "cwnd" in ax_of:
         bdp = runs[0].bdp_bytes("down") / metrics.DEFAULT_MSS
         if bdp and math.isfinite(bdp):
-            ax.axhline(bdp, color="k", lw=0.8, ls=":", label="BDP")
-    axes[0].legend(fontsize=7, ncol=3, loc="upper right")
+            ax_of["cwnd"].axhline(bdp, color="k", lw=0.8, ls=":", label=f"BDP ({bdp:.0f} packets)")
+        ax_of["cwnd"].set_ylim(bottom=0)
+    if runs and "rtt" in ax_of:
+        ax = ax_of["rtt"]
+        base = runs[0].base_rtt() * 1e3
+        if ping:
+            for run in runs:
+                pg = run.table("ping")
+                if len(pg):
+                    t = pd.to_numeric(pg["t"], errors="coerce")
+                    v = pd.to_numeric(pg["rtt_ms"], errors="coerce")
+                    ok = (t >= t_lo) & (t <= t_hi)
+                    ax.plot(t[ok], v[ok], ".", ms=3, color="k", label="ping" if not multi else None)
+        if base > 0:
+            steps = metrics.base_rtt_steps(runs[0])
+            varies = steps["base_rtt_ms"].nunique() > 1
+            _steps_to(ax, steps, t_lo, t_hi, color="k", lw=0.8, ls=":",
+                      label="profile's base RTT" + ("" if varies else f" ({base:g} ms)"))
+        ax.set_ylim(bottom=0)
+    for ax in axes:
+        if ax.get_legend_handles_labels()[1]:
+            ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.005, 1.0), borderaxespad=0)
     axes[-1].set_xlabel("time since run start (s)")
+    axes[-1].set_xlim(t_lo - 0.02 * (t_hi - t_lo), t_hi + 0.02 * (t_hi - t_lo))
+    if runs:
+        if title is not None:
+            axes[0].set_title(title, fontsize=9, loc="left")
+        else:
+            _title(axes[0], runs, "")
     return finish(fig, runs, path)
 
 
@@ -200,6 +306,7 @@ def throughput_delay(runs, delay="rtt_p95_ms", path=None):
         return finish(fig, runs, path)
     pc = pc.copy()
     pc["mbps"] = pc["goodput_bps"] / 1e6
+    names = []
     for cca, g in pc.groupby("cca"):
         c = color(cca)
         good, bad = g[g["trusted"] != False], g[g["trusted"] == False]  # noqa: E712
@@ -210,7 +317,8 @@ def throughput_delay(runs, delay="rtt_p95_ms", path=None):
                        marker="o", linewidths=1.2, label=None if labelled else "untrustworthy run")
         mx, my = g[delay].mean(), g["mbps"].mean()
         ax.scatter([mx], [my], s=90, color=c, edgecolors="k", zorder=5, label=f"{cca} (n={len(g)})")
-        ax.annotate(cca, (mx, my), textcoords="offset points", xytext=(6, 6), fontsize=9, color=c)
+        names.append(ax.annotate(cca, (mx, my), textcoords="offset points", xytext=(6, 6),
+                                 fontsize=9, color=c))
         if len(g) >= 2 and g[delay].std() > 0 and g["mbps"].std() > 0:
             cov = np.cov(np.log10(g[delay]), g["mbps"])
             vals, vecs = np.linalg.eigh(cov)
@@ -225,16 +333,41 @@ def throughput_delay(runs, delay="rtt_p95_ms", path=None):
         ax.xaxis.set_major_formatter(ScalarFormatter())
         ax.xaxis.set_minor_formatter(NullFormatter())
     ax.invert_xaxis()
-    ax.set_xlabel(f"{delay.replace('_ms', '').replace('_', ' ')} (ms{', log' if logx else ''}, "
-                  f"better to the right)")
+    what = METRIC_LABELS.get(delay, delay).replace(" (ms)", "")
+    ax.set_xlabel(f"{what} (ms{', log' if logx else ''}, better to the right)")
     ax.set_ylabel("goodput (Mbit/s)")
     rate = runs[0].rate("down") if runs else math.nan
     if math.isfinite(rate):
-        ax.axhline(rate / 1e6, color="k", lw=0.8, ls=":")
+        ax.axhline(rate / 1e6, color="k", lw=0.8, ls=":", label=f"link rate ({rate / 1e6:g} Mbit/s)")
+    # from 0: a gap of 1 Mbit/s between algorithms looks as large as it is
+    ax.set_ylim(0, max(ax.get_ylim()[1], rate / 1e6 * 1.05 if math.isfinite(rate) else 0))
     ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=7)
-    ax.set_title("throughput and delay (mean per algorithm, 1-sigma ellipse over repetitions)", fontsize=9)
+    ax.legend(fontsize=7, loc="lower left")
+    _title(ax, runs, "goodput and delay (mean per algorithm, 1-sigma ellipse over repetitions)")
+    _unclash(fig, names)
     return finish(fig, runs, path)
+
+
+def _unclash(fig, texts, step=9, tries=8, marker_px=7):
+    """Move text annotations up (in steps of `step` points) until none overlaps another or
+    another annotation's marker (a square of marker_px around each annotated point)."""
+    from matplotlib.transforms import Bbox
+    try:
+        renderer = fig.canvas.get_renderer()
+    except Exception:
+        return
+    placed = []
+    for t in texts:
+        x, y = t.axes.transData.transform(t.xy)
+        placed.append(Bbox([[x - marker_px, y - marker_px], [x + marker_px, y + marker_px]]))
+    for t in sorted(texts, key=lambda t: t.xy[1]):
+        for _ in range(tries):
+            box = t.get_window_extent(renderer)
+            if not any(box.overlaps(b) for b in placed):
+                break
+            x, y = t.get_position()
+            t.set_position((x, y + step))
+        placed.append(t.get_window_extent(renderer))
 
 
 # ---------------------------------------------------------------- Stevens graph
@@ -259,13 +392,13 @@ def time_sequence(capture: pd.DataFrame, runs=None, stream=None, path=None):
     ax.set_ylabel("relative sequence number (bytes)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="upper left")
-    ax.set_title("time-sequence graph (Stevens)", fontsize=9)
+    _title(ax, as_runs(runs) if runs is not None else [], "time-sequence graph (Stevens)")
     return finish(fig, runs, path)
 
 
 # ---------------------------------------------------------------- distributions
 
-def _cdf_values(run: RunData, what: str) -> dict:
+def _cdf_values(run: RunData, what: str, window=metrics.THROUGHPUT_WINDOW) -> dict:
     cca_of = _flow_cca(run)
     out = {}
     if what in ("rtt", "qdelay"):
@@ -277,7 +410,7 @@ def _cdf_values(run: RunData, what: str) -> dict:
                 v = v - base
             out.setdefault(cca_of.get(f, "?"), []).append(v)
     elif what == "throughput":
-        t = metrics.throughput_series(run)
+        t = metrics.throughput_binned(run, window)
         for f, g in t.groupby("flow"):
             out.setdefault(cca_of.get(f, "?"), []).append(g["bps"].to_numpy() / 1e6)
     else:
@@ -285,9 +418,10 @@ def _cdf_values(run: RunData, what: str) -> dict:
     return {k: np.concatenate(v) for k, v in out.items()}
 
 
-def cdf(runs=None, what="rtt", values: dict | None = None, path=None, xlabel=None):
-    """Empirical CDFs per algorithm (pooled over runs) of RTT, queueing delay or per-interval
-    goodput; or of any {label: values} given as `values`."""
+def cdf(runs=None, what="rtt", values: dict | None = None, path=None, xlabel=None,
+        window=metrics.THROUGHPUT_WINDOW):
+    """Empirical CDFs per algorithm (pooled over runs) of RTT, queueing delay or goodput per
+    bin of `window` s; or of any {label: values} given as `values`."""
     runs = as_runs(runs) if runs is not None else []
     fig, ax = plt.subplots(figsize=(7, 4.5))
     groups: dict = {}
@@ -295,7 +429,7 @@ def cdf(runs=None, what="rtt", values: dict | None = None, path=None, xlabel=Non
         groups = {k: np.asarray(v, dtype=float) for k, v in values.items()}
     else:
         for run in runs:
-            for k, v in _cdf_values(run, what).items():
+            for k, v in _cdf_values(run, what, window).items():
                 key = k + _tag(run)
                 groups[key] = np.concatenate([groups.get(key, np.array([])), v])
     for k, v in groups.items():
@@ -306,8 +440,18 @@ def cdf(runs=None, what="rtt", values: dict | None = None, path=None, xlabel=Non
     if not groups:
         _empty(ax)
     ax.set_xlabel(xlabel or {"rtt": "RTT (ms)", "qdelay": "queueing delay: RTT - min RTT (ms)",
-                             "throughput": "goodput per interval (Mbit/s)"}.get(what, what))
-    ax.set_ylabel("CDF")
+                             "throughput": f"goodput per {window_text(metrics.window_seconds(runs[0], window)) if runs else ''} bin (Mbit/s)"}.get(what, what))
+    ax.set_ylabel("CDF (fraction of samples at or below)")
+    if values is None and runs:
+        if what == "throughput":
+            rate = runs[0].rate("down")
+            if math.isfinite(rate):
+                ax.axvline(rate / 1e6, color="k", lw=0.8, ls=":", label=f"link rate ({rate / 1e6:g} Mbit/s)")
+        elif what == "rtt" and runs[0].base_rtt() > 0:
+            b = runs[0].base_rtt() * 1e3
+            ax.axvline(b, color="k", lw=0.8, ls=":", label=f"profile's base RTT ({b:g} ms)")
+        _title(ax, runs, {"rtt": "RTT per socket sample", "qdelay": "queueing delay per socket sample",
+                          "throughput": "goodput per bin"}.get(what, what))
     ax.set_ylim(0, 1.02)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
@@ -327,7 +471,7 @@ def bars(runs, metrics_=("goodput_bps", "rtt_p95_ms", "retransmits", "ss_exit_s"
         _empty(axes[0])
         return finish(fig, runs, path)
     summ = metrics.summarise(pc, by, ms, confidence)
-    scale = {"goodput_bps": (1e6, "goodput (Mbit/s)")}
+    scale = {"goodput_bps": (1e6, "goodput (Mbit/s)")} | {m: (1, t) for m, t in METRIC_LABELS.items()}
     for ax, m in zip(axes, ms):
         s = summ[summ["metric"] == m].reset_index(drop=True)
         k, label = scale.get(m, (1, m))
@@ -344,9 +488,21 @@ def bars(runs, metrics_=("goodput_bps", "rtt_p95_ms", "retransmits", "ss_exit_s"
                            edgecolors="#c00000", zorder=3)
         ax.set_xticks(x)
         ax.set_xticklabels(s[by], rotation=20)
-        ax.set_title(f"{label}\n(mean, {confidence:.0%} CI, n = runs)", fontsize=8)
+        n = int(s["n"].max()) if len(s) else 0
+        ax.set_title(f"{label}\n" + (f"(mean of {n} runs, {confidence:.0%} CI)" if n > 1
+                                     else "(one run: no interval)"), fontsize=8)
         ax.grid(alpha=0.3, axis="y")
+    fig.suptitle(textwrap.fill(run_title(runs, "algorithms compared").replace("\n", "; "),
+                               int(fig.get_size_inches()[0] * 13)), fontsize=9, x=0.01, ha="left")
     return finish(fig, runs, path)
+
+
+METRIC_LABELS = {"rtt_p50_ms": "RTT median (ms)", "rtt_p95_ms": "RTT p95 (ms)",
+                 "rtt_p99_ms": "RTT p99 (ms)", "qdelay_p95_ms": "queueing delay p95 (ms)",
+                 "retransmits": "retransmitted segments", "retrans_rate": "retransmitted / sent",
+                 "ss_exit_s": "slow-start exit (s after\nthe flow's first sample)",
+                 "ss_overshoot": "slow-start peak / BDP - 1", "utilisation": "goodput / link rate",
+                 "fct_s": "flow completion time (s)"}
 
 
 # ---------------------------------------------------------------- download and completion time
@@ -386,7 +542,12 @@ def download_times(runs, sizes=None, confidence=0.95, path=None, show_exit=True)
     ax.set_ylabel("time (s since the flow's first ACK)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    ax.set_title(f"download time (mean, {confidence:.0%} CI); dashed: mean slow-start exit", fontsize=9)
+    if runs and math.isfinite(runs[0].rate("down")):
+        x = np.asarray(sizes, dtype=float)
+        ax.plot(x / 1e6, x * 8 / runs[0].rate("down"), color="k", lw=0.8, ls=":",
+                label="at the link rate")
+        ax.legend(fontsize=8)
+    _title(ax, runs, f"download time (mean, {confidence:.0%} CI); dashed: mean slow-start exit")
     return finish(fig, runs, path)
 
 
@@ -408,6 +569,7 @@ def fct_vs_size(runs, confidence=0.95, path=None):
     ax.set_ylabel("flow completion time (s)")
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8)
+    _title(ax, runs, f"completion time of size-limited flows (mean, {confidence:.0%} CI)")
     return finish(fig, runs, path)
 
 
@@ -449,6 +611,7 @@ def norm_diff(data, exits: pd.DataFrame | None = None, thresh: float = events.SE
     ax.set_ylabel("norm_diff = (2 prev - curr) / (2 prev)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
+    _title(ax, runs, "SEARCH's normalised delivery difference against THRESH")
     return finish(fig, runs, path)
 
 
@@ -492,7 +655,9 @@ def spline_modes(data, runs=None, path=None):
     if not rows:
         _empty(ax, "no Spline samples")
     handles = [Rectangle((0, 0), 1, 1, color=mcol[n]) for n in names]
-    ax.legend(handles, names, fontsize=7, ncol=4, loc="upper center", bbox_to_anchor=(0.5, 1.18))
+    ax.legend(handles, names, fontsize=7, loc="upper left", bbox_to_anchor=(1.005, 1.0), borderaxespad=0)
     ax.set_xlabel("time since run start (s)")
     ax.grid(alpha=0.3, axis="x")
+    if runs:
+        _title(ax, runs, "Spline's mode per flow")
     return finish(fig, runs, path)

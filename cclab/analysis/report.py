@@ -97,7 +97,8 @@ def figures(runs, out: Path, formats=("png",)) -> list[tuple[str, Path]]:
         figs.append((title, p))
 
     show = runs if len(runs) <= 6 else runs[:6]
-    add("cwnd, RTT and goodput per flow" + ("" if show is runs else " (first 6 runs)"),
+    add(f"Goodput ({plots.window_text(metrics.THROUGHPUT_WINDOW)} bins), cwnd and RTT per flow"
+        + ("" if show is runs else " (first 6 runs)"),
         "timeseries", plots.timeseries, show)
     add("Throughput against p95 RTT", "throughput_delay", plots.throughput_delay, runs)
     add("Algorithms compared (mean, 95% CI)", "bars", plots.bars, runs)
