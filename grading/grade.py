@@ -11,17 +11,25 @@ results, or the zip `grader.export()` made.  The entry's name is the student's i
     OUT/feedback/<id>.txt    each test's result and message, for the student
 
 Two engines grade with the autograder's otter test files (public and hidden): `--engine fast`
-(default; grading/fastgrade.py: a forked child per submission, start-up costs paid once, ~1 s a
-submission) and `--engine otter` (otter's own local runner, `otter run`, in a subprocess, ~7 s).  The notebook re-loads its saved results because the
+(default; grading/fastgrade.py, ~1 s a submission) and `--engine otter` (otter's own local runner,
+`otter run`, in a subprocess, ~7 s).  The notebook re-loads its saved results because the
 environment says CCLAB_REPLAY=1; nothing touches the network or the kernel's qdiscs.
+
+The fast engine is the one to grade with: the notebook runs in a sandboxed student process that
+hands back its answers as data (grading/answers.py), and the tests run in a separate grading
+process that never executes student code, against those answers and its own copy of the raw logs;
+only the grading process's message becomes a grade.  A measured answer earns its points only when
+all of its hidden checks (record check, recomputation) pass; public type checks weigh 0
+(`grading/points.py` prints each lab's table).  The otter engine runs tests and notebook in one
+kernel and splits points evenly over cases, as otter does: it is kept to compare with otter.
 
 Why not otter's docker mode: there is no container engine on the grading machines (or in CI).
 Instead each submission's process (tree) runs, in both engines,
   * as an unprivileged user (setpriv --reuid/--regid --clear-groups, when we are root), in a
     scratch folder only it can write to, with HOME there, so a submission cannot read other
     submissions (their folders have random names in a folder it cannot list), the instructor's
-    files or the gradebook, nor (fast engine: the tests are read before the submission runs)
-    the autograder's hidden tests;
+    files or the gradebook, nor (fast engine: the tests are read only by the grading process,
+    after the student process has handed back its answers) the autograder's hidden tests;
   * with RLIMIT_AS (address space, so an unbounded allocation fails with MemoryError instead of
     pushing the machine into swap), RLIMIT_NPROC, RLIMIT_FSIZE and RLIMIT_CORE set before exec;
   * under a wall-clock timeout, after which every process it started (the Jupyter kernel too,
@@ -273,7 +281,11 @@ def _prepare(entry: Path, work: Path, files_dir: Path) -> None:
         shutil.copytree(entry, work, symlinks=False, ignore_dangling_symlinks=True)
     if files_dir.is_dir():
         for f in files_dir.iterdir():
-            shutil.copy(f, work / f.name)
+            if f.is_file():
+                shutil.copy(f, work / f.name)
+            elif f.name == "__pycache__":
+                shutil.rmtree(work / f.name, ignore_errors=True)
+                shutil.copytree(f, work / f.name)
 
 
 def grade_fast(entries: list[Path], autograder: Path, jobs: int, timeout: float, memory_mb: int,
@@ -285,18 +297,25 @@ def grade_fast(entries: list[Path], autograder: Path, jobs: int, timeout: float,
     scratch = Path(tempfile.mkdtemp(prefix="grade-"))
     try:
         ag = fastgrade.unpack_autograder(autograder, scratch / "autograder")
+        fastgrade.precompile(ag / "files")
         os.chmod(scratch, 0o711)
         for p in [ag, *ag.rglob("*")]:          # the tests are read before the children run:
             os.chmod(p, 0o700 if p.is_dir() else 0o600)     # no submission can read them
         todo, results = [], {}
+        (scratch / "work").mkdir()
+        (scratch / "trusted").mkdir(mode=0o700)
         for e in entries:
             r = Result(student=e.stem if e.is_file() else e.name)
             results[r.student] = r
             # an unguessable name: every submission runs as the same user, and none may find
             # another's folder (work/ itself cannot be listed)
-            work = scratch / "work" / secrets.token_hex(12)
+            token = secrets.token_hex(12)
+            work = scratch / "work" / token
             try:
                 _prepare(e, work, ag / "files")
+                # the grading process's own copy of the results, taken before any student code
+                # runs, with the autograder's support files: nothing the notebook writes reaches it
+                fastgrade._trusted_folder(work / "submission", scratch / "trusted" / token, ag / "files")
             except Exception as ex:      # a broken zip is that student's problem only
                 r.status, r.reason = "error", f"could not unpack the submission: {ex}"
                 continue
@@ -304,10 +323,9 @@ def grade_fast(entries: list[Path], autograder: Path, jobs: int, timeout: float,
                 for p in [work, *work.rglob("*")]:
                     os.lchown(p, *who)
             os.chmod(work, 0o700)
-            todo.append((r.student, work))
-        (scratch / "work").mkdir(exist_ok=True)
+            todo.append((r.student, work, scratch / "trusted" / token))
         os.chmod(scratch / "work", 0o711)
-        done = fastgrade.run_all(todo, ag / "tests", jobs, timeout, memory_mb, who)
+        done = fastgrade.run_all(todo, ag / "tests", jobs, timeout, memory_mb, who, ag / "files")
         for student, res in done.items():
             r = results[student]
             r.seconds = res.get("seconds", 0.0)
@@ -319,13 +337,17 @@ def grade_fast(entries: list[Path], autograder: Path, jobs: int, timeout: float,
                 r.tests[t["name"]] = float(t["score"])
                 r.score += float(t["score"])
                 r.possible += float(t["possible"])
-                lines.append(f"{t['name']}: {t['score']:g}/{t['possible']:g}")
+                lines.append(f"{t['name']}: {t['score']:g}/{t['possible']:g}"
+                             + (f" -- {t['why']}" if t.get("why") else ""))
+                weighed = "" if any(c["hidden"] for c in t["cases"]) else " (scored)"
                 for c in t["cases"]:
                     if c["hidden"]:
                         continue
                     msg = (c.get("message") or "").strip()
-                    lines.append(f"  {'passed' if c['passed'] else 'FAILED'}: {c['name']}"
+                    lines.append(f"  {'passed' if c['passed'] else 'FAILED'}{weighed}: {c['name']}"
                                  + ("\n    " + msg.replace("\n", "\n    ") if msg and not c["passed"] else ""))
+            if res.get("unreadable"):
+                lines.append("answers the grader does not read as data: " + ", ".join(res["unreadable"]))
             if res.get("cell_errors"):
                 lines.append("cells that raised an error:")
                 lines += [f"  {x}" for x in res["cell_errors"]]
@@ -398,7 +420,8 @@ def main(argv=None) -> int:
     ap.add_argument("--timeout", type=float, default=120, help="s per submission")
     ap.add_argument("--memory-mb", type=int, default=2048, help="address-space limit per submission")
     ap.add_argument("--engine", choices=("fast", "otter"), default="fast",
-                    help="fast: otter's tests in a forked sandboxed child (default); otter: `otter run`")
+                    help="fast: the notebook in a sandboxed student process, otter's tests in a separate "
+                         "grading process (default); otter: `otter run` (comparison only)")
     ap.add_argument("--user", default="nobody", help="unprivileged user to grade as (when root)")
     a = ap.parse_args(argv)
     grade_all(Path(a.submissions), Path(a.autograder), Path(a.out), a.jobs, a.timeout,

@@ -71,16 +71,17 @@ def test_three_submissions_give_the_expected_gradebook(dist, tmp_path):
     grade.grade_all(subs, dist["zip"], out, jobs=2, timeout=60)
     r = rows(out)
     assert float(r["good"]["score"]) == FULL and r["good"]["status"] == "graded"
-    # partly wrong: the hidden recompute tests of q5 and q7 fail, everything else passes
-    assert float(r["partly"]["q5"]) < 3 and float(r["partly"]["q7"]) < 3
+    # partly wrong: the hidden recompute tests of q5 and q7 fail, so those answers score 0 (their
+    # public type checks pass and weigh nothing); everything else passes
+    assert float(r["partly"]["q5"]) == 0 and float(r["partly"]["q7"]) == 0
     for q in ("q1", "q2", "q3", "q8"):
         assert r["partly"][q] == r["good"][q], q
-    assert float(r["partly"]["score"]) == FULL - 1.5 - 1.0
-    # fabricated: every hidden test refuses the edited results
-    assert float(r["fabricated"]["score"]) <= FULL / 2
+    assert float(r["partly"]["score"]) == FULL - 3 - 3
+    # fabricated: every hidden test refuses the edited results: no measured answer scores
+    assert float(r["fabricated"]["score"]) == 0
     for q in ("q1", "q2", "q3", "q5", "q7", "q8"):
         assert float(r["fabricated"][q]) < float(r["good"][q]), q
-    assert float(r["typed"]["q8"]) < 2 and float(r["typed"]["score"]) == FULL - 1.0
+    assert float(r["typed"]["q8"]) == 0 and float(r["typed"]["score"]) == FULL - 2
     fb = (out / "feedback" / "fabricated.txt").read_text()
     assert "changed after the run" in fb                # the public check says why
     assert "_labkit_check" not in fb                    # hidden tests stay hidden
@@ -150,9 +151,11 @@ def test_otter_engine_agrees_on_a_good_submission(dist, tmp_path):
     fast = tmp_path / "fast"
     grade.grade_all(subs, dist["zip"], fast, jobs=2, timeout=60)
     a, b = rows(out), rows(fast)
-    assert float(a["good"]["score"]) == FULL
-    for s in ("good", "fabricated"):
-        assert a[s]["score"] == b[s]["score"], s
+    assert float(a["good"]["score"]) == FULL and a["good"]["score"] == b["good"]["score"]
+    # otter splits a question's points over its cases, so its passing type checks still earn part
+    # of a fabricated run's points; the fast engine's weighting gives a measured answer nothing
+    # unless its recomputation passes
+    assert float(b["fabricated"]["score"]) == 0 < float(a["fabricated"]["score"]) < FULL / 2
 
 
 def test_reference_bands_come_from_reference_runs(tmp_path, capsys):
@@ -245,12 +248,12 @@ def test_build_packages_lab5_and_its_autograder_grades_it(tmp_path):
     r = rows(out)
     assert r["master"]["status"] == "graded", r["master"]["reason"]
     assert float(r["master"]["possible"]) == 17
-    # the questions whose hidden tests compare with the reference learner (lab5_reference.py,
-    # autograder only) or read the recorded connections get full marks.  (q1, q3 and q7 lose
-    # points on the master too: test cells that rely on another cell's imports or print a value;
-    # that is the notebook's, not the packaging's.)
-    for q, full in (("q2", 2), ("q4", 1), ("q5", 3), ("q6", 2)):
+    # every question gets full marks: the hidden tests compare the notebook's functions with the
+    # reference learner (lab5_reference.py, autograder only) by calling them in the student's
+    # process with the arguments they choose, and read the recorded connections
+    for q, full in (("q1", 3), ("q2", 2), ("q3", 3), ("q4", 1), ("q5", 3), ("q6", 2), ("q7", 3)):
         assert float(r["master"][q]) == full, (q, r["master"])
+    assert float(r["master"]["score"]) == 17
     assert r["unfilled"]["status"] == "graded"
     assert float(r["unfilled"]["score"]) < float(r["master"]["score"]) / 2, r["unfilled"]
 

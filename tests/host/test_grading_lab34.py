@@ -81,7 +81,9 @@ def test_grading_imports_the_engine_from_the_bundle(dist, tmp_path):
 
 def test_lab3_autograder_runs_a_submission_without_a_kit(dist, tmp_path):
     """No results in the submission: the answers fail, but the notebook's set-up (labkit,
-    kmodlab, cclab.analysis from the bundle) runs, and the question that needs no run passes."""
+    kmodlab, cclab.analysis from the bundle) runs, and the public check of the question that needs
+    no run (q6: the notebook's function, called by the grader) passes; without a run no measured
+    answer scores, so the grade is 0."""
     d = dist["lab3"]
     subs = tmp_path / "subs"
     (subs / "master").mkdir(parents=True)
@@ -95,4 +97,6 @@ def test_lab3_autograder_runs_a_submission_without_a_kit(dist, tmp_path):
     fb = (out / "feedback" / "master.txt").read_text()
     assert "No module named" not in fb and "ModuleNotFoundError" not in fb
     assert "name 'LOSSES' is not defined" not in fb          # the set-up cell ran
-    assert 0 < float(row["score"]) < float(row["possible"]) / 2
+    assert "passed: q6 - 1" in fb
+    assert float(row["score"]) == 0 and float(row["possible"]) == 13
+    assert "q1: 0/3 -- the results fail the record check" in fb

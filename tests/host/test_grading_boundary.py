@@ -1,0 +1,267 @@
+"""The grader's trust boundary (grading/fastgrade.py, grading/answers.py) against submissions that
+attack it: each is caught, scores 0 for what it faked and says why in one line, while a genuine
+run next to it gets full marks.  Also the weighting: a measured answer's points follow its
+recomputation, type checks weigh nothing, and a notebook left unfilled scores 0."""
+
+import csv
+import json
+import random
+import sys
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("otter")
+nbformat = pytest.importorskip("nbformat")
+np = pytest.importorskip("numpy")
+pd = pytest.importorskip("pandas")
+
+KIT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(KIT))
+sys.path.insert(0, str(KIT / "notebooks"))
+
+from grading import answers, build, fastgrade, fixtures, grade, points  # noqa: E402
+
+FULL = 16.0          # lab 1's autograded points
+MARKER = "_labkit" + "_check"      # in lab 1's hidden tests (a scan counts longer strings holding it)
+
+
+@pytest.fixture(scope="module")
+def dist(tmp_path_factory):
+    out = tmp_path_factory.mktemp("dist")
+    d = build.build("lab1", out)
+    return {"dir": d, "zip": build.autograder_zip(d), "master": d / "autograder" / "lab1.ipynb",
+            "student": d / "student" / "lab1.ipynb"}
+
+
+def with_cells(src: Path, dest: Path, first: str | None = None, last: str | None = None,
+               edits: dict | None = None) -> Path:
+    """The notebook with a code cell put first (after the set-up cell) or last, and edits; without
+    the cells of the master that hold hidden tests (a solved student notebook, as handed in)."""
+    nb = nbformat.read(src, as_version=4)
+    nb.cells = [c for c in nb.cells if MARKER not in c.source]
+    for cell in nb.cells:
+        for old, new in (edits or {}).items():
+            if cell.cell_type == "code" and old in cell.source:
+                cell.source = cell.source.replace(old, new)
+    code = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"]
+    if first:
+        nb.cells.insert(code[0] + 1, nbformat.v4.new_code_cell(first))
+    if last:
+        nb.cells.append(nbformat.v4.new_code_cell(last))
+    nbformat.write(nb, dest)
+    return dest
+
+
+def rows(out: Path) -> dict:
+    with open(out / "gradebook.csv") as f:
+        return {r["student"]: r for r in csv.DictReader(f)}
+
+
+FORGE = """
+import json, os
+_forged = {"status": "graded", "cell_errors": [], "tests": [
+    {"name": q, "score": 100, "possible": 100, "why": "", "cases": []} for q in ("q1", "q2", "q3", "q5", "q7", "q8")]}
+open("result.json", "w").write(json.dumps(_forged))
+_blob = json.dumps(_forged).encode()
+for _fd in range(3, 64):                   # the grade channel too, if this process could find it
+    try:
+        os.write(_fd, len(_blob).to_bytes(8, "big") + _blob)
+    except OSError:
+        pass
+os._exit(0)
+"""
+
+SCAN_FN = """
+def _scan(_m):
+    import gc, inspect, sys
+    def _holds(_v):
+        return isinstance(_v, str) and _m in _v and len(_v) > len(_m)
+    _hits = 0
+    for _o in gc.get_objects():             # every container, and the tuples inside them
+        for _r in gc.get_referents(_o):
+            if _holds(_r):
+                _hits += 1
+            elif isinstance(_r, tuple):
+                _hits += sum(1 for _v in _r if _holds(_v))
+    for _f in sys._current_frames().values():
+        for _fi in inspect.getouterframes(_f):
+            _hits += sum(1 for _v in _fi.frame.f_locals.values() if _holds(_v))
+    return _hits
+"""
+
+SCAN = SCAN_FN + """
+open(OUT_PATH, "w").write(str(_scan("_labkit" + "_check")))
+"""
+
+REBIND = """
+import builtins
+builtins.abs = lambda x: 0.0          # every |a - b| is 0: any answer would be "close"
+builtins.max = lambda *a, **k: 1e300
+builtins.round = lambda *a, **k: 0
+__builtins__["abs"] = builtins.abs if isinstance(__builtins__, dict) else None
+"""
+
+WRONG = {"K = (w_max * (1 - 0.7) / 0.4) ** (1 / 3)": "K = 2 * (w_max * (1 - 0.7) / 0.4) ** (1 / 3)",
+         "vegas_queue = float(": "vegas_queue = 1.0 + float("}
+
+
+def scan_memory() -> int:
+    ns = {}
+    exec(SCAN_FN, ns)
+    return ns["_scan"](MARKER)
+
+
+def test_adversarial_submissions_score_zero_for_what_they_fake(dist, tmp_path):
+    subs = tmp_path / "subs"
+    m = dist["master"]
+    fixtures.lab1_submission(subs / "genuine", m)
+    # a forged result.json (and the same grade written to every descriptor), then os._exit
+    fixtures.lab1_submission(subs / "forged", with_cells(m, tmp_path / "forged.ipynb", first=FORGE))
+    # os._exit after every answer is computed: still no answers handed back
+    fixtures.lab1_submission(subs / "exit-late", with_cells(m, tmp_path / "late.ipynb",
+                                                            last="import os\nos._exit(0)"))
+    # reading the hidden tests from memory: the scan's count goes to a file outside the folder
+    found = tmp_path / "found.txt"
+    fixtures.lab1_submission(subs / "scan", with_cells(
+        m, tmp_path / "scan.ipynb", last=f"OUT_PATH = {str(found)!r}\n" + SCAN))
+    # builtins rebound after two answers were made wrong: the comparisons must not see it
+    fixtures.lab1_submission(subs / "rebind", with_cells(m, tmp_path / "rebind.ipynb",
+                                                         last=REBIND, edits=WRONG))
+    fixtures.lab1_submission(subs / "wrong", with_cells(m, tmp_path / "wrong.ipynb", edits=WRONG))
+    # an answer that is not data (a function posing as the number), and a module it names
+    fixtures.lab1_submission(subs / "posing", with_cells(
+        m, tmp_path / "posing.ipynb", last="import os\nbbr_startup_s = lambda *a: 0.0\nlabkit = os"))
+    out = tmp_path / "graded"
+    grade.grade_all(subs, dist["zip"], out, jobs=2, timeout=60)
+    r = rows(out)
+    fb = {s: (out / "feedback" / f"{s}.txt").read_text() for s in r}
+
+    assert r["genuine"]["status"] == "graded" and float(r["genuine"]["score"]) == FULL, fb["genuine"]
+
+    for s in ("forged", "exit-late"):
+        assert float(r[s]["score"]) == 0 and r[s]["status"] == "error", r[s]
+        assert all(float(r[s][q]) == 0 for q in ("q1", "q2", "q3", "q5", "q7", "q8"))
+        assert r[s]["reason"] and "\n" not in r[s]["reason"]
+    # the forged grade reached the only descriptor it had: the answers channel, which refuses it
+    assert "something other than its answers" in r["forged"]["reason"], r["forged"]
+    assert "ended before it handed back its answers" in r["exit-late"]["reason"]
+    assert "os._exit" in r["exit-late"]["reason"]
+
+    # the student process never held a hidden test; the same scan finds them where they are read
+    assert found.read_text() == "0"
+    assert float(r["scan"]["score"]) == FULL
+    tests = fastgrade.load_tests(_unpacked_tests(dist["zip"], tmp_path / "ag"))
+    assert scan_memory() > 0 and tests
+
+    # rebinding builtins changes nothing in the comparisons: the wrong answers lose their points
+    assert float(r["rebind"]["q5"]) == 0 and float(r["rebind"]["q7"]) == 0
+    assert float(r["rebind"]["score"]) == float(r["wrong"]["score"]) == FULL - 3 - 3
+    assert "q5: 0/3 -- the answer does not match its recomputation from the raw logs" in fb["rebind"]
+
+    # a function is called in the student's process, and it is not a number; a module the
+    # autograder does not supply is refused
+    assert float(r["posing"]["q8"]) == 0, fb["posing"]
+    assert "q8: 0/2 --" in fb["posing"]
+    assert float(r["posing"]["score"]) == FULL - 2
+
+
+def _unpacked_tests(zip_path: Path, dest: Path) -> Path:
+    fastgrade.unpack_autograder(zip_path, dest)
+    return dest / "tests"
+
+
+def test_weighting_measured_answers_follow_their_recomputation(dist, tmp_path):
+    """Type checks weigh nothing: an unfilled notebook with a genuine run scores 0 (otter's even
+    split gave it about 40 %), and so does a fabricated run whose answers match its numbers."""
+    subs = tmp_path / "subs"
+    fixtures.lab1_submission(subs / "unfilled", dist["student"])
+    fixtures.lab1_submission(subs / "fabricated", dist["master"], tamper="edit")
+    typed = with_cells(dist["master"], tmp_path / "typed.ipynb",
+                       edits={"w_max = float(": "w_max = 1.5 * float("})
+    fixtures.lab1_submission(subs / "typed", typed)
+    out = tmp_path / "graded"
+    grade.grade_all(subs, dist["zip"], out, jobs=2, timeout=60)
+    r = rows(out)
+    assert r["unfilled"]["status"] == "graded" and float(r["unfilled"]["score"]) == 0
+    assert float(r["fabricated"]["score"]) == 0
+    fb = (out / "feedback" / "fabricated.txt").read_text()
+    assert "q5: 0/3 -- the results fail the record check" in fb
+    assert "changed after the run" in fb            # the public check says which file
+    # one answer off: that question alone scores 0, its public check still passes
+    assert float(r["typed"]["q5"]) == 0 and float(r["typed"]["score"]) == FULL - 3
+    fbt = (out / "feedback" / "typed.txt").read_text()
+    assert "q5: 0/3" in fbt and "passed: q5 - 1" in fbt
+    unfilled = (out / "feedback" / "unfilled.txt").read_text()
+    assert "is not defined" in unfilled or "does not match" in unfilled
+
+
+def test_cell_errors_reach_the_feedback_as_one_short_line(dist, tmp_path):
+    subs = tmp_path / "subs"
+    noisy = with_cells(dist["master"], tmp_path / "noisy.ipynb",
+                       first="raise ValueError('<script>x</script>' + 'A' * 500 + '\\nsecond line')")
+    fixtures.lab1_submission(subs / "noisy", noisy)
+    out = tmp_path / "graded"
+    grade.grade_all(subs, dist["zip"], out, jobs=1, timeout=60)
+    fb = (out / "feedback" / "noisy.txt").read_text()
+    line = next(l for l in fb.splitlines() if "ValueError" in l)
+    assert len(line.strip()) <= 100 and "second line" not in fb and "A" * 200 not in fb
+    assert float(rows(out)["noisy"]["score"]) == FULL
+
+
+def test_answers_cross_as_data_only():
+    funcs = []
+    ix = pd.MultiIndex.from_tuples([("wired", "bbr"), ("wifi", "cubic")], names=["profile", "cca"])
+    frame = pd.DataFrame({"alg": ["bbr", "cubic"], "n": np.array([1, 2], dtype="int64"),
+                          "x": [0.5, float("nan")], "ok": [True, False]})
+    rng = random.Random(4)
+    value = {"s": pd.Series([1.5, 2.5], index=ix, name="mbps"), "f": frame, "q": Fraction(1, 3),
+             "t": (1, "a", None), "k": {("a", 1): [np.float64(2.0), np.int64(3)]}, "r": rng,
+             "fn": (lambda x: x), "a": np.arange(6).reshape(2, 3)}
+    wire = json.loads(json.dumps(answers.encode(value, funcs)))
+    back = answers.decode(wire, lambda m, q: None, call=lambda h: ("proxy", h))
+    pd.testing.assert_series_equal(back["s"], value["s"])
+    pd.testing.assert_frame_equal(back["f"], frame)
+    assert back["q"] == Fraction(1, 3) and back["t"] == (1, "a", None)
+    assert back["k"] == {("a", 1): [2.0, 3]} and isinstance(back["k"][("a", 1)][1], np.int64)
+    assert back["r"].random() == rng.random() and back["fn"] == ("proxy", 0) and funcs[0] is value["fn"]
+    assert (back["a"] == value["a"]).all()
+    # strict: untagged objects and unknown tags are refused; names are resolved only by the side
+    for bad in ({"x": 1}, {"$pickle": "gASV"}, {"$nd": ["<f8", [2], [1.0]]}, {"$nd": ["|O", [1], [1]]}):
+        with pytest.raises(answers.DecodeError):
+            answers.decode(bad, lambda m, q: None)
+    refused = answers.decode({"$ref": ["os", "system"]}, lambda m, q: None)
+    assert isinstance(refused, answers.Unreadable) and refused != 0 and not refused
+    assert isinstance(answers.decode({"$path": "/etc/shadow"}, lambda m, q: None), answers.Unreadable)
+    assert isinstance(answers.decode({"$func": 0}, lambda m, q: None), answers.Unreadable)
+
+
+def test_the_grading_side_resolves_only_what_the_autograder_supplies(tmp_path):
+    """Functions never resolve to the grader's own (os.kill named as an answer would be called
+    with the test's arguments); modules and classes only from the numeric libraries and the
+    autograder's files."""
+    files = tmp_path / "files"
+    files.mkdir()
+    (files / "labkit.py").write_text("X = 1\n")
+    mods = fastgrade.support_modules(files)
+    assert mods == {"labkit"}
+    assert "os" not in fastgrade.SAFE_MODULES and "subprocess" not in fastgrade.SAFE_MODULES
+    assert fastgrade.free_names("import numpy as np\nx = np.mean(a)\nassert close(x, b)") == {"a", "b", "close"}
+
+
+def test_point_table_is_printed_and_adds_up(capsys):
+    assert points.main(["lab1"]) == 0
+    out = capsys.readouterr().out
+    assert "q5" in out and "recomputed" in out and "by hand" in out
+    t = points.table("lab1")
+    auto = sum(q["points"] for q in t if q["graded"] != "by hand")
+    assert auto == FULL
+    assert all(q["check_points"] == 0 for q in t)
+    assert points.main(["lab9"]) == 2
+    # each handout carries its lab's table, as the notebook gives it
+    assert points.main(["--check"]) == 0
+    for lab in points.LABS:
+        assert points.handout_block(lab) in points.handout_path(lab).read_text()
+    assert "| q5 | 3 | autograded |" in points.handout_block("lab1")
+    assert "| q4 | 2 | by hand |" in points.handout_block("lab1")
