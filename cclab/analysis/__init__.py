@@ -8,7 +8,8 @@ In a notebook:
 
     from cclab import analysis as A
     runs = A.load_runs("results/cubic-vs-bbr")
-    A.plots.timeseries(runs)                # cwnd, RTT, throughput per flow, algorithms overlaid
+    A.plots.timeseries(runs)                # goodput per 0.5 s bin (window=...), cwnd, RTT per flow
+    A.metrics.throughput_binned(runs[0], window=0.5)    # the binned goodput as a table
     A.metrics.summarise(A.metrics.per_cca(runs), "cca", ["goodput_bps", "rtt_p95_ms"])
 
 Tables read (all `t` in s since the run start):

@@ -168,3 +168,20 @@ def test_throughput_delay_draws_a_spread_ellipse_per_algorithm(runs):
     ellipses = [l for l in fig.axes[0].get_lines() if len(l.get_xdata()) == 100]
     assert len(ellipses) == len(CCAS)            # three repetitions each: a 1-sigma ellipse
     plots.plt.close(fig)
+
+
+def test_timeseries_window_panels_and_flow_filter(runs):
+    """The stated window is on the goodput axis; the old panel order and a flow filter still work."""
+    fig = plots.timeseries(runs[:1], what=("cwnd", "rtt", "throughput"), flows=[1, 2], window="rtt")
+    try:
+        assert [ax.get_ylabel().split(" ")[0] for ax in fig.axes] == ["cwnd", "RTT", "goodput"]
+        assert "per 20 ms bin" in fig.axes[2].get_ylabel()           # the profile's 20 ms base RTT
+        named = {a.get_label() or "" for ax in fig.axes for a in ax.patches + ax.lines}
+        assert {"cubic flow 1", "bbr flow 2"} <= named and not any("flow 3" in n for n in named)
+        assert len(fig.axes[2].patches) == 2                            # one binned line per flow
+        title = fig.axes[0].get_title(loc="left")
+        assert "profile wired" in title and "10 Mbit/s" in title
+    finally:
+        plots.plt.close(fig)
+    with pytest.raises(ValueError, match="window"):
+        plots.timeseries(runs[:1], window=-1)
