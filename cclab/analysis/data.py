@@ -217,9 +217,10 @@ class RunData:
 
     def provenance_line(self) -> str:
         p = self.provenance()
+        status = "" if p["status"] in (None, "complete") else f" | status {p['status']}"
         return (f"{p['run']} (rep {p['repetition']}) | kernel {p['kernel']} | kit {p['kit']} | "
                 f"{p['profile']}: down {p['down']}, up {p['up']} | qdisc {p['qdisc']} | "
-                f"cca {p['ccas']} | {p['start']}")
+                f"cca {p['ccas']} | {p['start']}{status}")
 
 
 def _fmt_rate(r) -> str:

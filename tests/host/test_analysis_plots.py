@@ -185,3 +185,17 @@ def test_timeseries_window_panels_and_flow_filter(runs):
         plots.plt.close(fig)
     with pytest.raises(ValueError, match="window"):
         plots.timeseries(runs[:1], window=-1)
+
+
+def test_footer_names_a_run_that_did_not_complete(tmp_path):
+    d = synthetic.make_run(tmp_path / "r1", ccas=("cubic",))
+    data.write_manifest_key(d, "status", "failed")
+    fig = plots.timeseries(d)
+    try:
+        foot = " ".join(t.get_text() for t in fig.texts)
+        assert "status failed" in foot and "r1 (rep" in foot
+    finally:
+        plots.plt.close(fig)
+    fig = plots.timeseries(synthetic.make_run(tmp_path / "r2", ccas=("cubic",)))
+    assert "status" not in " ".join(t.get_text() for t in fig.texts)     # complete: not repeated
+    plots.plt.close(fig)
