@@ -221,6 +221,13 @@ def timeseries(runs, what=("throughput", "cwnd", "rtt"), flows=None, path=None, 
             if len(df):
                 t_lo, t_hi = min(t_lo, float(df["t" if wh != "throughput" else "t_start"].min())), \
                     max(t_hi, float(df["t" if wh != "throughput" else "t_end"].max()))
+            if wh == "throughput" and not multi and len(df) and df.groupby("t_start")["flow"].nunique().max() > 1:
+                # flows that share the link: their sum against the link rate
+                tot = df.groupby("t_start")["bps"].sum()
+                grid = np.round(np.arange(tot.index.min(), tot.index.max() + wr / 2, wr), 9)
+                tot = tot.reindex(grid, method="nearest", tolerance=wr / 4)
+                ax.stairs(tot.to_numpy() / 1e6, np.r_[grid, grid[-1] + wr], baseline=None,
+                          color="#999999", lw=0.9, label="all flows")
             for f, g in df.groupby("flow"):
                 cca = cca_of.get(f, "?")
                 label = f"{cca} flow {f}" + (f" [{run.name}]" if multi else "") + _tag(run)

@@ -178,7 +178,8 @@ def test_timeseries_window_panels_and_flow_filter(runs):
         assert "per 20 ms bin" in fig.axes[2].get_ylabel()           # the profile's 20 ms base RTT
         named = {a.get_label() or "" for ax in fig.axes for a in ax.patches + ax.lines}
         assert {"cubic flow 1", "bbr flow 2"} <= named and not any("flow 3" in n for n in named)
-        assert len(fig.axes[2].patches) == 2                            # one binned line per flow
+        per_flow = [p for p in fig.axes[2].patches if p.get_label() != "all flows"]
+        assert len(per_flow) == 2                                       # one binned line per flow
         title = fig.axes[0].get_title(loc="left")
         assert "profile wired" in title and "10 Mbit/s" in title
     finally:

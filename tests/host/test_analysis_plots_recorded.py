@@ -184,3 +184,21 @@ def test_quick_plot_of_a_run(runs, tmp_path):
     h, w, _ = imread(out).shape
     assert w >= 1000 and h >= 800
     assert not list(tmp_path.glob(".*tmp*"))
+
+
+def test_flows_sharing_the_link_show_their_sum(runs):
+    fig = plots.timeseries(runs["lab2-share"])                 # BBR and Cubic at once
+    try:
+        tp = _panel(fig, "goodput")
+        total = [p for p in tp.patches if p.get_label() == "all flows"]
+        assert len(total) == 1
+        y = np.concatenate([p.get_data().values for p in total])
+        y = y[np.isfinite(y)]
+        assert 8 < np.median(y) <= 10 and y.max() <= 10 * (1 + MARGIN)
+    finally:
+        plots.plt.close(fig)
+    fig = plots.timeseries(runs["lab1-wired"])                 # one flow after the other
+    try:
+        assert not [p for p in _panel(fig, "goodput").patches if p.get_label() == "all flows"]
+    finally:
+        plots.plt.close(fig)
