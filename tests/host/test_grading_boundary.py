@@ -103,6 +103,12 @@ builtins.round = lambda *a, **k: 0
 __builtins__["abs"] = builtins.abs if isinstance(__builtins__, dict) else None
 """
 
+SWAP = """
+from pathlib import Path
+_src = Path("labkit.py").read_text()
+Path("labkit.py").write_text(_src + "\\ndef close(*a, **k):\\n    return True\\n")
+"""
+
 WRONG = {"K = (w_max * (1 - 0.7) / 0.4) ** (1 / 3)": "K = 2 * (w_max * (1 - 0.7) / 0.4) ** (1 / 3)",
          "vegas_queue = float(": "vegas_queue = 1.0 + float("}
 
@@ -130,6 +136,9 @@ def test_adversarial_submissions_score_zero_for_what_they_fake(dist, tmp_path):
     fixtures.lab1_submission(subs / "rebind", with_cells(m, tmp_path / "rebind.ipynb",
                                                          last=REBIND, edits=WRONG))
     fixtures.lab1_submission(subs / "wrong", with_cells(m, tmp_path / "wrong.ipynb", edits=WRONG))
+    # the hidden tests load labkit.py by its name: a notebook that rewrites its own copy into one
+    # that finds every answer close must not change what they load
+    fixtures.lab1_submission(subs / "swap", with_cells(m, tmp_path / "swap.ipynb", edits=WRONG, last=SWAP))
     # an answer that is not data (a function posing as the number), and a module it names
     fixtures.lab1_submission(subs / "posing", with_cells(
         m, tmp_path / "posing.ipynb", last="import os\nbbr_startup_s = lambda *a: 0.0\nlabkit = os"))
@@ -159,6 +168,7 @@ def test_adversarial_submissions_score_zero_for_what_they_fake(dist, tmp_path):
     assert float(r["rebind"]["q5"]) == 0 and float(r["rebind"]["q7"]) == 0
     assert float(r["rebind"]["score"]) == float(r["wrong"]["score"]) == FULL - 3 - 3
     assert "q5: 0/3 -- the answer does not match its recomputation from the raw logs" in fb["rebind"]
+    assert float(r["swap"]["score"]) == FULL - 3 - 3 and float(r["swap"]["q5"]) == 0
 
     # a function is called in the student's process, and it is not a number; a module the
     # autograder does not supply is refused
