@@ -143,23 +143,39 @@ def _counters(run: RunData) -> tuple[list, str]:
     return out, source
 
 
+def sample_spacing(run: RunData) -> float:
+    """The median time between the goodput counter's samples (0.1 s for iperf3's default
+    interval); NaN without samples."""
+    counters, _ = _counters(run)
+    gaps = [np.diff(np.unique(t)) for _, t, _ in counters]
+    gaps = np.concatenate(gaps) if gaps else np.array([])
+    return round(float(np.median(gaps)), 6) if len(gaps) else math.nan
+
+
 def window_seconds(run: RunData, window=THROUGHPUT_WINDOW) -> float:
-    """A binning window in s: a number of seconds, or "rtt" for the profile's base RTT."""
+    """A binning window in s: a number of seconds, or "rtt" for the profile's base RTT (no
+    shorter than the time between samples: a bin between two samples would only interpolate).
+    A window in seconds shorter than that is refused."""
+    spacing = sample_spacing(run)
     if isinstance(window, str):
         if window.strip().lower() != "rtt":
             raise ValueError(f"window: seconds or 'rtt', not {window!r}")
         w = run.base_rtt()
         if not w > 0:
             raise ValueError(f"window 'rtt': {run.label} has no base RTT in its profile")
-        return w
+        return max(w, spacing) if math.isfinite(spacing) else w
     w = float(window)
     if not w > 0:
         raise ValueError(f"window: {window!r} s is not positive")
+    if math.isfinite(spacing) and w < spacing * 0.999:
+        raise ValueError(f"window: {w:g} s is shorter than the {spacing:g} s between "
+                         f"{run.label}'s goodput samples")
     return w
 
 
 def throughput_binned(run: RunData, window=THROUGHPUT_WINDOW, min_cover: float = 0.5) -> pd.DataFrame:
-    """Goodput per flow averaged over fixed bins of `window` s (or "rtt", one base RTT):
+    """Goodput per flow averaged over fixed bins of `window` s (or "rtt", one base RTT but no
+    less than the time between samples; see window_seconds):
     columns flow, t_start, t_end, t (bin centre), bytes, bps, source.
 
     Bins are aligned on multiples of the window from the run start, the same for every flow,

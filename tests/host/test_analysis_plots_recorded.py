@@ -67,9 +67,13 @@ def test_bins_keep_every_byte_and_share_one_grid(runs):
     assert np.allclose(b["t_start"] / 0.5, np.round(b["t_start"] / 0.5))
     assert (b["t_end"] - b["t_start"]).round(9).eq(0.5).all()
     assert set(b["source"]) == {"iperf receiver"}
-    # one base RTT as the window; a bad window is refused with its value
-    assert (metrics.throughput_binned(run, "rtt")["t_end"]
-            - metrics.throughput_binned(run, "rtt")["t_start"]).round(9).eq(0.04).all()
+    # one base RTT (40 ms) as the window, but no less than the 0.1 s between iperf3's reports
+    assert metrics.sample_spacing(run) == 0.1
+    rtt = metrics.throughput_binned(run, "rtt")
+    assert (rtt["t_end"] - rtt["t_start"]).round(9).eq(0.1).all()
+    with pytest.raises(ValueError, match="shorter than the 0.1 s between"):
+        metrics.throughput_binned(run, 0.04)
+    # a bad window is refused with its value
     with pytest.raises(ValueError, match="'fortnight'"):
         metrics.throughput_binned(run, "fortnight")
     with pytest.raises(ValueError, match="not positive"):
