@@ -583,10 +583,14 @@ def support_modules(files_dir: Path) -> set[str]:
     return mods | ({"cclab"} if (Path(files_dir) / "cclab.zip").is_file() else set())
 
 
-def run_all(jobs: list[tuple[str, Path, Path]], tests_dir: Path, parallel: int, timeout: float,
+class NotGradable(Exception):
+    """A submission that cannot be set up for grading (the one-line reason)."""
+
+
+def run_all(jobs: list[tuple], tests_dir: Path, parallel: int, timeout: float,
             memory_mb: int, user, files_dir: Path | None = None) -> dict[str, dict]:
-    """jobs: (student, prepared work folder, the grading process's folder).
-    Returns {student: result dict}."""
+    """jobs: (student, work folder, the grading process's folder[, prepare]); `prepare()` is
+    called just before the job starts and may raise NotGradable.  Returns {student: result}."""
     preload()
     names = test_names(tests_dir)
     modules = support_modules(files_dir) if files_dir else set()
@@ -618,7 +622,13 @@ def run_all(jobs: list[tuple[str, Path, Path]], tests_dir: Path, parallel: int, 
 
     while pending or running:
         while pending and len(running) < parallel:
-            student, work, tdir = pending.pop(0)
+            student, work, tdir, *prep = pending.pop(0)
+            if prep and prep[0] is not None:
+                try:
+                    prep[0]()
+                except NotGradable as e:
+                    done[student] = {"status": "error", "reason": str(e), "seconds": 0.0}
+                    continue
             sys.stdout.flush(); sys.stderr.flush()
             b_in, a_out = os.pipe()         # student -> grader
             a_in, b_out = os.pipe()         # grader -> student

@@ -304,26 +304,29 @@ def grade_fast(entries: list[Path], autograder: Path, jobs: int, timeout: float,
         todo, results = [], {}
         (scratch / "work").mkdir()
         (scratch / "trusted").mkdir(mode=0o700)
+        def prepare(e: Path, work: Path, tdir: Path) -> None:
+            """Run by the engine just before the submission's processes start (so preparing
+            one overlaps grading the others)."""
+            try:
+                _prepare(e, work, ag / "files")
+                # the grading process's own copy of the results, taken before any student code
+                # runs, with the autograder's support files: nothing the notebook writes reaches it
+                fastgrade._trusted_folder(work / "submission", tdir, ag / "files")
+            except Exception as ex:      # a broken zip is that student's problem only
+                raise fastgrade.NotGradable(f"could not unpack the submission: {ex}") from None
+            if who is not None:
+                for p in [work, *work.rglob("*")]:
+                    os.lchown(p, *who)
+            os.chmod(work, 0o700)
+
         for e in entries:
             r = Result(student=e.stem if e.is_file() else e.name)
             results[r.student] = r
             # an unguessable name: every submission runs as the same user, and none may find
             # another's folder (work/ itself cannot be listed)
             token = secrets.token_hex(12)
-            work = scratch / "work" / token
-            try:
-                _prepare(e, work, ag / "files")
-                # the grading process's own copy of the results, taken before any student code
-                # runs, with the autograder's support files: nothing the notebook writes reaches it
-                fastgrade._trusted_folder(work / "submission", scratch / "trusted" / token, ag / "files")
-            except Exception as ex:      # a broken zip is that student's problem only
-                r.status, r.reason = "error", f"could not unpack the submission: {ex}"
-                continue
-            if who is not None:
-                for p in [work, *work.rglob("*")]:
-                    os.lchown(p, *who)
-            os.chmod(work, 0o700)
-            todo.append((r.student, work, scratch / "trusted" / token))
+            work, tdir = scratch / "work" / token, scratch / "trusted" / token
+            todo.append((r.student, work, tdir, lambda e=e, work=work, tdir=tdir: prepare(e, work, tdir)))
         os.chmod(scratch / "work", 0o711)
         done = fastgrade.run_all(todo, ag / "tests", jobs, timeout, memory_mb, who, ag / "files")
         for student, res in done.items():

@@ -212,8 +212,16 @@ def test_cell_errors_reach_the_feedback_as_one_short_line(dist, tmp_path):
     noisy = with_cells(dist["master"], tmp_path / "noisy.ipynb",
                        first="raise ValueError('<script>x</script>' + 'A' * 500 + '\\nsecond line')")
     fixtures.lab1_submission(subs / "noisy", noisy)
+    (subs / "broken.zip").write_bytes(b"PK\x03\x04 not a zip")
+    import zipfile
+    with zipfile.ZipFile(subs / "escape.zip", "w") as z:
+        z.writestr("../../outside.txt", "x")
     out = tmp_path / "graded"
     grade.grade_all(subs, dist["zip"], out, jobs=1, timeout=60)
+    for bad in ("broken", "escape"):
+        row = rows(out)[bad]
+        assert row["status"] == "error" and float(row["score"]) == 0
+        assert row["reason"].startswith("could not unpack the submission") and "\n" not in row["reason"]
     fb = (out / "feedback" / "noisy.txt").read_text()
     line = next(l for l in fb.splitlines() if "ValueError" in l)
     assert len(line.strip()) <= 100 and "second line" not in fb and "A" * 200 not in fb
