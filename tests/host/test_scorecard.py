@@ -406,3 +406,26 @@ def test_quick_mode_compares_one_run_or_three_never_two():
             if lab in ("lab3", "lab4"):
                 assert min(n.values()) >= 3, f"{lab}/quick/{name}: {n}"
         assert labkit.flow_seconds(lab, "quick") <= QUICK_FLOW_SECONDS[lab], lab
+
+
+def test_a_band_is_judged_on_the_whole_interval(monkeypatch, lab2_run):
+    assert scorecard._band([1.0, 1.1, 0.9], 0.5, 1.5) == "inside"
+    assert scorecard._band([3.0, 3.1, 2.9], 0.5, 1.5) == "outside"
+    assert scorecard._band([1.0, 1.6, 0.4], 0.5, 1.5) == "inconclusive"
+    assert scorecard._band([1.2], 0.5, 1.5) == "inside" and scorecard._band([], 0, 1) == "inconclusive"
+    # the table's full-mode CUBIC: 1.57 [1.40, 1.73] Mbit/s against a 1.96 bound: 0.71-0.88 of it,
+    # across the 0.75 edge
+    p1 = {"bbr": [9.20, 9.26, 9.31], "cubic": [1.50, 1.57, 1.64]}
+    monkeypatch.setattr(labkit, "goodput", goodput(dict(p1, cubic=[1.47, 1.57, 1.67])))
+    r = by_claim(scorecard.starlink_rows({"full": lab2_run}))
+    assert r[LAB2_CLAIMS[1]]["verdict"] == "inconclusive" and "straddles" in r[LAB2_CLAIMS[1]]["why"]
+    assert r[LAB2_CLAIMS[0]]["verdict"] == "reproduced"           # BBR/CUBIC at least 9.2 / 1.67
+    monkeypatch.setattr(labkit, "goodput", goodput(dict(p1, cubic=three(1.9, 0.05))))
+    assert by_claim(scorecard.starlink_rows({"full": lab2_run}))[LAB2_CLAIMS[1]]["verdict"] == "reproduced"
+    monkeypatch.setattr(labkit, "goodput", goodput(dict(p1, cubic=three(1.0, 0.05))))
+    assert by_claim(scorecard.starlink_rows({"full": lab2_run}))[LAB2_CLAIMS[1]]["verdict"] == "differs"
+    # BBR above CUBIC, but the ratio's bounds straddle 2 (about 1.5-2.7): inconclusive; wholly below: differs
+    monkeypatch.setattr(labkit, "goodput", goodput({"bbr": [3.6, 4.0, 4.4], "cubic": three(2.0, 0.05)}))
+    assert by_claim(scorecard.starlink_rows({"full": lab2_run}))[LAB2_CLAIMS[0]]["verdict"] == "inconclusive"
+    monkeypatch.setattr(labkit, "goodput", goodput({"bbr": three(3.0, 0.05), "cubic": three(2.0, 0.05)}))
+    assert by_claim(scorecard.starlink_rows({"full": lab2_run}))[LAB2_CLAIMS[0]]["verdict"] == "differs"
