@@ -88,10 +88,10 @@ def caller() -> pwd.struct_passwd:
 def stop_when_input_ends() -> None:
     """SIGINT to this process once standard input reaches its end (the caller went away)."""
     def watch():
-        try:
-            while sys.stdin.buffer.read(4096):
+        try:                                # the raw descriptor: a daemon thread blocked in a
+            while os.read(0, 4096):         # buffered read would hold its lock at shutdown
                 pass
-        except (OSError, ValueError):
+        except OSError:
             pass
         os.kill(os.getpid(), signal.SIGINT)
     if not sys.stdin.isatty():

@@ -130,6 +130,8 @@ EOF
 in_chroot systemctl enable cclab-ctl.service systemd-networkd.service >/dev/null 2>&1 \
   || die "cannot enable the student VM's units"
 echo cclab-lab > "$root/etc/hostname"
+# The name resolves (sudo looks it up, and says so on every call when it cannot).
+grep -q 'cclab-lab' "$root/etc/hosts" 2>/dev/null || printf '127.0.1.1\tcclab-lab\n' >> "$root/etc/hosts"
 rm -f "$root/etc/resolv.conf"
 in_chroot apt-get clean
 

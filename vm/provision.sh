@@ -230,10 +230,12 @@ fi
 chmod 0640 "$token_file"
 chgrp "$LAB_USER" "$token_file"
 # Every cell of a notebook stays rendered (no windowing): long lab notebooks scroll and print
-# whole, and a cell's output does not vanish while another runs far below it.
+# whole, and a cell's output does not vanish while another runs far below it.  The VM has no
+# internet: JupyterLab does not offer to fetch news or look for updates.
 install -d "$VENV/share/jupyter/lab/settings"
 cat > "$VENV/share/jupyter/lab/settings/overrides.json" <<'EOF'
-{"@jupyterlab/notebook-extension:tracker": {"windowingMode": "none"}}
+{"@jupyterlab/notebook-extension:tracker": {"windowingMode": "none"},
+ "@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": false}}
 EOF
 cat > /etc/systemd/system/cclab-jupyter.service <<EOF
 [Unit]

@@ -38,7 +38,7 @@ while [ $# -gt 0 ]; do
     --mem) mem=${2:?--mem needs MiB}; shift 2 ;;
     --env) envs+=("${2:?--env needs NAME=VALUE}"); shift 2 ;;
     --) shift; break ;;
-    -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown option $1 (usage: vm/run.sh [--timeout SEC] [--cpus N] [--mem MIB] -- CMD)" ;;
   esac
 done

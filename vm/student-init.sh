@@ -10,8 +10,8 @@
 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 export PATH
 
-mount -t proc proc /proc
-mount -t sysfs sys /sys
+mountpoint -q /proc || mount -t proc proc /proc
+mountpoint -q /sys || mount -t sysfs sys /sys
 mount -o remount,rw / 2>/dev/null
 mount -t tmpfs -o mode=0755,nosuid,nodev run /run
 modprobe -q 9pnet_virtio
@@ -33,5 +33,4 @@ if mount -t 9p -o ro,trans=virtio,version=9p2000.L,msize=524288 kit /mnt/kit-sha
 else
   echo "cclab-student-init: no kit share" >/dev/console
 fi
-umount /sys /proc
 exec /lib/systemd/systemd

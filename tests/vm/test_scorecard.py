@@ -11,7 +11,11 @@ import sys
 from pathlib import Path
 
 KIT = Path(__file__).resolve().parents[2]
-VERDICTS = {"reproduced", "differs", "not reproducible here"}
+sys.path.insert(0, str(KIT))
+
+from cclab.scorecard import VERDICTS as _VERDICTS  # noqa: E402
+
+VERDICTS = {v for v, _ in _VERDICTS}
 
 
 def test_scorecard_is_made_from_this_sessions_lab_runs(kept_lab_runs, tmp_path):
