@@ -14,6 +14,11 @@ the autograder holds against reference bands (throughput, Vegas' Diff and queue)
 middle of the bands in labs/lab1/reference.csv, so its checks pass whatever the reference runs gave.
 `tamper="edit"` then multiplies BBR's bytes in the wired iperf.csv by 1.5 after the record was
 written: a fabricated result.
+
+These runs are synthetic: the grader's cross-checks (grading/integrity.py) find them (iperf3's
+raw JSON has no intervals, ss.csv no bytes_acked), so their measured answers score 0.  A genuine
+run for the tests and the benchmark is `real_lab1_results(folder)`: a quick-mode lab 1 run made
+in the lab VM, kept in tests/host/data/reference-runs.tar.xz.
 """
 
 from __future__ import annotations
@@ -165,11 +170,46 @@ def lab1_results(folder: Path) -> Path:
     return base
 
 
-def lab1_submission(folder, notebook, tamper: str | None = None, results_from: Path | None = None) -> Path:
+REAL_RUNS = KIT / "tests" / "host" / "data" / "reference-runs.tar.xz"
+
+
+def real_lab1_results(folder, variant: int = 0) -> Path:
+    """`folder/submission/` holding a genuine lab 1 quick-mode run from the lab VM (lab1-10 in
+    tests/host/data/reference-runs.tar.xz); returns that submission folder.  `variant` > 0 gives
+    the same run with other raw-file bytes (iperf3's session cookies rewritten, the raw files the
+    record does not keep left out, the record written again), so that several copies graded
+    together are not duplicates of each other: the class-wide check compares exact raw files."""
+    import tarfile
+    import tempfile
+    dest = Path(folder) / "submission"
+    with tempfile.TemporaryDirectory() as tmp, tarfile.open(REAL_RUNS) as t:
+        members = [m for m in t.getmembers() if m.name.startswith("lab1-10/")]
+        t.extractall(tmp, members=members, filter="data")
+        shutil.copytree(Path(tmp) / "lab1-10", dest)
+    if variant:
+        labkit = _labkit()
+        runs = labkit.run_dirs("lab1", dest)
+        for d in runs:
+            for p in sorted((d / "raw").iterdir()):
+                if p.name.startswith("iperf") and p.suffix == ".json":
+                    j = json.loads(p.read_text())
+                    j.setdefault("start", {})["cookie"] = f"variant{variant:04d}{p.stem}".ljust(36, "x")[:36]
+                    p.write_text(json.dumps(j, indent=2))
+                else:
+                    p.unlink()
+        labkit.write_record("lab1", labkit.run_modes("lab1", dest) or "quick", runs, dest)
+    return dest
+
+
+def lab1_submission(folder, notebook, tamper: str | None = None, results_from: Path | None = None,
+                    real: int | None = None) -> Path:
+    """`real`: a genuine run (real_lab1_results, that variant) instead of synthetic results."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     shutil.copy(notebook, folder / "lab1.ipynb")
-    if results_from is not None:
+    if real is not None:
+        real_lab1_results(folder, real)
+    elif results_from is not None:
         shutil.copytree(results_from, folder / "submission")
     else:
         lab1_results(folder)

@@ -79,6 +79,10 @@ class Result:
     tests: dict = field(default_factory=dict)     # test name -> score
     feedback: str = ""
     seconds: float = 0.0
+    measured: list = field(default_factory=list)  # tests whose cases read the submission's results
+    flags: list = field(default_factory=list)     # one line each: what the checks found
+    raw: dict = field(default_factory=dict)       # raw log -> sha256 (duplicates across the class)
+    submitted: float | None = None                # the entry's newest file time (s since epoch)
 
 
 def _limits(memory_mb: int):
@@ -289,11 +293,12 @@ def _prepare(entry: Path, work: Path, files_dir: Path) -> None:
 
 
 def grade_fast(entries: list[Path], autograder: Path, jobs: int, timeout: float, memory_mb: int,
-               who) -> list[Result]:
+               who, lab: str | None = None) -> list[Result]:
     try:
-        from grading import fastgrade
+        from grading import fastgrade, integrity
     except ImportError:
         import fastgrade
+        import integrity
     scratch = Path(tempfile.mkdtemp(prefix="grade-"))
     try:
         ag = fastgrade.unpack_autograder(autograder, scratch / "autograder")
@@ -329,9 +334,26 @@ def grade_fast(entries: list[Path], autograder: Path, jobs: int, timeout: float,
             todo.append((r.student, work, tdir, lambda e=e, work=work, tdir=tdir: prepare(e, work, tdir)))
         os.chmod(scratch / "work", 0o711)
         done = fastgrade.run_all(todo, ag / "tests", jobs, timeout, memory_mb, who, ag / "files")
+        # every process is gone: the tests may be read here now, to know which read the results
+        measured = {p.stem for p in (ag / "tests").glob("*.py")
+                    if integrity.reads_results(p.read_text(errors="replace"))}
+        tdirs = {student: tdir for student, _, tdir, *_ in todo}
         for student, res in done.items():
             r = results[student]
             r.seconds = res.get("seconds", 0.0)
+            sub = tdirs[student] / "submission"      # the copy taken before any student code ran
+            r.raw = integrity.raw_digests(sub)
+            found = integrity.problems(sub, lab) if lab and sub.is_dir() else []
+            if found:
+                r.flags.append("results fail the cross-checks: " + found[0]
+                               + (f" (and {len(found) - 1} more)" if len(found) > 1 else ""))
+            if res.get("status") == "graded":
+                for t in res["tests"]:
+                    if t["name"] in measured and any(c["hidden"] for c in t["cases"]):
+                        r.measured.append(t["name"])
+                        if found and t["score"]:
+                            t["score"], t["why"] = 0.0, "the results fail the grader's cross-checks: " + \
+                                fastgrade.one_line(found[0], 160)
             if res.get("status") != "graded":
                 r.status, r.reason = res.get("status", "error"), res.get("reason", "")
                 continue
@@ -360,58 +382,260 @@ def grade_fast(entries: list[Path], autograder: Path, jobs: int, timeout: float,
         shutil.rmtree(scratch, ignore_errors=True)
 
 
+def _entry_name(e: Path) -> str:
+    return e.stem if e.is_file() else e.name
+
+
+def _entry_time(e: Path) -> float | None:
+    """When the entry was handed in: a zip's time, or the newest file time in a folder."""
+    try:
+        if e.is_file():
+            return e.stat().st_mtime
+        times = [p.stat().st_mtime for p in e.rglob("*") if p.is_file() and not p.is_symlink()]
+        return max(times) if times else None
+    except OSError:
+        return None
+
+
+ROSTER_COLUMNS = ("student", "name", "email", "sis_id", "section", "deadline")
+
+
+def read_roster(path: Path) -> dict[str, dict]:
+    """{student: {name, email, sis_id, section, deadline}} from a roster CSV whose `student`
+    column holds the submissions' names (the other columns are optional).  A malformed roster
+    raises SystemExit with one line."""
+    import pandas as pd
+    path = Path(path)
+    try:
+        df = pd.read_csv(path, dtype=str, keep_default_na=False, skipinitialspace=True)
+    except (OSError, ValueError) as e:
+        raise SystemExit(f"grade: roster {path}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+    df.columns = [str(c).strip().lower() for c in df.columns]
+    if "student" not in df.columns:
+        raise SystemExit(f"grade: roster {path}: no 'student' column (columns: {', '.join(df.columns)})")
+    ids = df["student"].str.strip()
+    if (ids == "").any():
+        raise SystemExit(f"grade: roster {path}: row {int((ids == '').idxmax()) + 2} has no student id")
+    dup = ids[ids.duplicated()]
+    if len(dup):
+        raise SystemExit(f"grade: roster {path}: student {dup.iloc[0]!r} is listed twice")
+    out = {}
+    for k, row in zip(ids, df.to_dict("records")):
+        rec = {c: str(row.get(c, "")).strip() for c in ROSTER_COLUMNS[1:]}
+        if rec["deadline"]:
+            try:
+                _when(rec["deadline"])
+            except ValueError:
+                raise SystemExit(f"grade: roster {path}: student {k!r}: deadline {rec['deadline']!r} "
+                                 "is not a date (use 2026-03-01T23:59:00Z)")
+        out[k] = rec
+    return out
+
+
+def _when(text: str) -> float:
+    import pandas as pd
+    try:
+        t = pd.Timestamp(text)
+    except (ValueError, TypeError) as e:
+        raise ValueError(str(e)) from None
+    if t is pd.NaT:
+        raise ValueError("not a date")
+    if t.tzinfo is None:
+        t = t.tz_localize("UTC")
+    return t.timestamp()
+
+
+STATE = "results.json"
+MANUAL = "manual-scores.csv"       # grading/manual.py merge writes it; nothing else does
+
+
+def load_state(out: Path) -> tuple[dict, dict]:
+    """(settings, {student: Result}) of the last grading into `out` (empty when none)."""
+    p = Path(out) / STATE
+    if not p.is_file():
+        return {}, {}
+    data = json.loads(p.read_text())
+    results = {}
+    for d in data.get("results", []):
+        r = Result(student=d["student"])
+        for k, v in d.items():
+            if hasattr(r, k):
+                setattr(r, k, v)
+        results[r.student] = r
+    return data.get("settings", {}), results
+
+
+def save_state(out: Path, settings: dict, results: dict) -> None:
+    from dataclasses import asdict
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = out / (STATE + ".tmp")
+    tmp.write_text(json.dumps({"settings": settings, "results": [asdict(results[k]) for k in sorted(results)]},
+                              indent=1))
+    os.replace(tmp, out / STATE)
+
+
 def grade_all(submissions: Path, autograder: Path, out: Path, jobs: int = 2,
               timeout: float = 120, memory_mb: int = 2048, user: str | None = "nobody",
-              lab: str | None = None, engine: str = "fast", progress=None) -> list[Result]:
+              lab: str | None = None, engine: str = "fast", progress=None,
+              roster: Path | None = None, only: list[str] | None = None,
+              deadline: str | None = None) -> list[Result]:
+    """Grade every entry of `submissions` (or the students in `only`: the other rows of an earlier
+    grading into `out` are kept) and write the outputs.  Returns the results graded now."""
+    autograder = Path(autograder).resolve()
+    out = Path(out)
+    lab = lab or autograder.name.split("-autograder")[0]
     entries = sorted(p for p in Path(submissions).iterdir()
                      if p.is_dir() or p.suffix == ".zip")
+    settings, previous = load_state(out) if only else ({}, {})
+    if only:
+        names = {_entry_name(e) for e in entries}
+        missing = [s for s in only if s not in names]
+        if missing:
+            raise SystemExit(f"grade: no submission named {missing[0]!r} in {submissions}")
+        entries = [e for e in entries if _entry_name(e) in set(only)]
+    if roster is not None:
+        read_roster(roster)                     # refuse a malformed one before grading
+        out.mkdir(parents=True, exist_ok=True)
+        if Path(roster).resolve() != (out / "roster.csv").resolve():
+            shutil.copy(roster, out / "roster.csv")
+    if deadline is not None:
+        try:
+            _when(deadline)
+        except ValueError:
+            raise SystemExit(f"grade: --deadline {deadline!r} is not a date (use 2026-03-01T23:59:00Z)")
+        settings["deadline"] = deadline
+    settings["lab"] = lab
     who = _sandbox_user(user)
-    autograder = Path(autograder).resolve()
     if engine == "fast":
-        results = grade_fast(entries, autograder, jobs, timeout, memory_mb, who)
+        results = grade_fast(entries, autograder, jobs, timeout, memory_mb, who, lab)
     else:
         with ThreadPoolExecutor(max_workers=jobs) as pool:
             results = list(pool.map(lambda e: grade_one(e, autograder, timeout, memory_mb, who),
                                     entries))
+    times = {_entry_name(e): _entry_time(e) for e in entries}
+    for r in results:
+        r.submitted = times.get(r.student)
     # the possible points are the autograder's, also for submissions that got no results
-    possible = max((r.possible for r in results), default=0.0)
+    possible = max([r.possible for r in results] + [r.possible for r in previous.values()], default=0.0)
     for r in results:
         r.possible = r.possible or possible
-    write_outputs(results, Path(out), lab or autograder.name.split("-autograder")[0])
+    merged = dict(previous)
+    merged.update({r.student: r for r in results})
+    save_state(out, settings, merged)
+    write_outputs(list(merged.values()), out, lab, deadline=settings.get("deadline"))
     if progress:
         for r in results:
             progress(f"{r.student}: {r.score:g}/{r.possible:g} {r.status} {r.reason}")
     return results
 
 
-def write_outputs(results: list[Result], out: Path, lab: str) -> None:
+def manual_scores(out: Path) -> tuple[dict, dict]:
+    """({question: points possible}, {student: {question: score}}) merged so far (grading/manual.py)."""
+    p = Path(out) / MANUAL
+    if not p.is_file():
+        return {}, {}
+    with open(p, newline="") as f:
+        rows = list(csv.DictReader(f))
+    qs = [c for c in (rows[0].keys() if rows else []) if c != "student"]
+    maxima = {q: float(rows[0][q]) for q in qs} if rows and rows[0]["student"] == POINTS_ROW else {}
+    scores = {r["student"]: {q: float(r[q]) for q in qs if r.get(q, "") != ""}
+              for r in rows if r["student"] != POINTS_ROW}
+    return maxima, scores
+
+
+POINTS_ROW = "(points possible)"
+
+
+def write_outputs(results: list[Result], out: Path, lab: str, deadline: str | None = None) -> None:
+    """gradebook.csv (a column per question, autograded and manual), canvas.csv, gradescope.csv,
+    report.txt (roster and duplicate findings) and feedback/<student>.txt, from `results`, the
+    roster kept in `out` and the manual scores merged into `out`."""
+    try:
+        from grading import integrity
+    except ImportError:
+        import integrity
     out.mkdir(parents=True, exist_ok=True)
+    roster = read_roster(out / "roster.csv") if (out / "roster.csv").is_file() else None
+    results = sorted(results, key=lambda r: r.student)
+    by = {r.student: r for r in results}
+    report = []
+    if roster is not None:
+        for s in roster:
+            if s not in by:
+                by[s] = Result(student=s, status="missing", reason="no submission")
+        unknown = sorted(s for s in by if s not in roster)
+        missing = sorted(s for s in roster if by[s].status == "missing")
+        report.append(f"roster: {len(roster)} students, {len(roster) - len(missing)} handed in")
+        report += [f"missing: {s} (on the roster, no submission)" for s in missing]
+        report += [f"unknown: {s} (a submission not on the roster)" for s in unknown]
+    results = [by[k] for k in sorted(by)]
     possible = max((r.possible for r in results), default=0.0)
+    maxima, manual = manual_scores(out)
+    dups = integrity.duplicates({r.student: r.raw for r in results if r.raw})
     tests = sorted({t for r in results for t in r.tests})
+    rows = []
+    for r in results:
+        eff, why = dict(r.tests), {}
+        flags = list(r.flags)
+        if r.student in dups:
+            others = dups[r.student]
+            named = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")
+            flags.append(f"duplicate raw logs: the same raw files as {named} (for review)")
+            report.append(f"duplicate raw logs: {r.student} shares raw files with {named}")
+            for t in r.measured:
+                if eff.get(t):
+                    eff[t], why[t] = 0.0, f"raw logs identical to another student's ({named})"
+        if roster is not None and r.student not in roster:
+            flags.append("not on the roster")
+        info = (roster or {}).get(r.student, {})
+        when = info.get("deadline") or deadline
+        late = ""
+        if when and r.submitted is not None:
+            late = f"{max(0.0, (r.submitted - _when(when)) / 3600):.2f}"
+        man = manual.get(r.student, {})
+        auto = sum(eff.values())
+        total = auto + sum(man.values())
+        rows.append((r, info, eff, why, flags, late, man, auto, total))
+    full = possible + sum(maxima.values())
+    submitted = lambda r: (time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(r.submitted))
+                           if r.submitted is not None else "")
     with open(out / "gradebook.csv", "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["student", "score", "possible", "percent", "status", "reason", "seconds"] + tests)
-        for r in results:
-            pct = 100 * r.score / possible if possible else 0.0
-            w.writerow([r.student, f"{r.score:g}", f"{possible:g}", f"{pct:.1f}", r.status, r.reason,
-                        r.seconds] + [f"{r.tests.get(t, 0):g}" for t in tests])
+        w.writerow(["student", "name", "score", "possible", "percent", "status", "reason", "flags",
+                    "submitted", "late_hours", "seconds", "auto", "manual"] + tests + list(maxima))
+        for r, info, eff, why, flags, late, man, auto, total in rows:
+            pct = 100 * total / full if full else 0.0
+            w.writerow([r.student, info.get("name", ""), f"{total:g}", f"{full:g}", f"{pct:.1f}",
+                        r.status, r.reason, "; ".join(flags), submitted(r), late, r.seconds,
+                        f"{auto:g}", f"{sum(man.values()):g}"]
+                       + [f"{eff.get(t, 0):g}" for t in tests]
+                       + [f"{man[q]:g}" if q in man else "" for q in maxima])
+    title = f"{lab} (autograded)" if not maxima else lab
     with open(out / "canvas.csv", "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["Student", "ID", "SIS User ID", "Section", f"{lab} (autograded)"])
-        w.writerow(["    Points Possible", "", "", "", f"{possible:g}"])
-        for r in results:
-            w.writerow([r.student, "", r.student, "", f"{r.score:g}"])
+        w.writerow(["Student", "ID", "SIS User ID", "Section", title])
+        w.writerow(["    Points Possible", "", "", "", f"{full:g}"])
+        for r, info, *_, total in rows:
+            w.writerow([info.get("name") or r.student, "", info.get("sis_id") or r.student,
+                        info.get("section", ""), f"{total:g}"])
     with open(out / "gradescope.csv", "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["SID", "Name", "Email", "Score"])
-        for r in results:
-            w.writerow([r.student, r.student, "", f"{r.score:g}"])
+        for r, info, *_, total in rows:
+            w.writerow([r.student, info.get("name") or r.student, info.get("email", ""), f"{total:g}"])
+    (out / "report.txt").write_text("\n".join(report or ["nothing to report"]) + "\n")
     fb = out / "feedback"
     fb.mkdir(exist_ok=True)
-    for r in results:
-        head = f"{lab}: {r.score:g}/{possible:g}" + (f"\n{r.status}: {r.reason}" if r.reason else "")
+    for r, info, eff, why, flags, late, man, auto, total in rows:
+        head = f"{lab}: {total:g}/{full:g}" + (f"\n{r.status}: {r.reason}" if r.reason else "")
+        extra = [f"{t}: now 0 -- {w_}" for t, w_ in why.items()]
+        if late and float(late) > 0:
+            extra.append(f"handed in {late} h after the deadline")
+        manual_txt = ("\n".join(f"{q}: {man[q]:g}/{maxima[q]:g} (graded by hand)" for q in maxima if q in man)
+                      or "Free-text answers are graded by hand.")
         (fb / f"{r.student}.txt").write_text(head + "\n\n" + r.feedback + "\n"
-                                             "\nFree-text answers are graded by hand.\n")
+                                             + ("".join(l + "\n" for l in extra))
+                                             + "\n" + manual_txt + "\n")
 
 
 def main(argv=None) -> int:
@@ -426,9 +650,20 @@ def main(argv=None) -> int:
                     help="fast: the notebook in a sandboxed student process, otter's tests in a separate "
                          "grading process (default); otter: `otter run` (comparison only)")
     ap.add_argument("--user", default="nobody", help="unprivileged user to grade as (when root)")
+    ap.add_argument("--roster", help="CSV: student (the submissions' names), and optionally name, "
+                    "email, sis_id, section, deadline")
+    ap.add_argument("--only", nargs="+", metavar="STUDENT",
+                    help="regrade these students only; the other rows of OUT are kept")
+    ap.add_argument("--deadline", help="e.g. 2026-03-01T23:59:00Z: late_hours from the file times "
+                    "(a roster's deadline column wins)")
     a = ap.parse_args(argv)
+    if not Path(a.submissions).is_dir():
+        raise SystemExit(f"grade: no folder {a.submissions}")
+    if not Path(a.autograder).is_file():
+        raise SystemExit(f"grade: no autograder zip {a.autograder}")
     grade_all(Path(a.submissions), Path(a.autograder), Path(a.out), a.jobs, a.timeout,
-              a.memory_mb, a.user, engine=a.engine, progress=print)
+              a.memory_mb, a.user, engine=a.engine, progress=print,
+              roster=Path(a.roster) if a.roster else None, only=a.only, deadline=a.deadline)
     print(f"gradebook: {Path(a.out) / 'gradebook.csv'}")
     return 0
 

@@ -416,6 +416,91 @@ class TwoPaths:
         return False
 
 
+LAB_COMMAND = "/usr/local/sbin/cclab-lab-run"     # the lab user's one privileged command
+
+
+class RemotePaths:
+    """TwoPaths for an unprivileged notebook, with the same face (specs, key, connect_once).
+    The lab command (`sudo cclab-lab-run lab5-paths`, labs/lab_command.py) builds the two paths
+    as root and keeps them while this object lives.  Its standard input is one end of a Unix
+    socket pair: for each connection this side asks for a socket, and the command makes a TCP
+    socket in the client's namespace and hands its descriptor over (SCM_RIGHTS).  The connection
+    itself -- the algorithm, the data, TCP_INFO, the tuner's switch -- runs here, as the student.
+    Closing the pair ends the command, which removes the namespaces."""
+
+    def __init__(self, a: PathSpec = CLEAN, b: PathSpec = LOSSY):
+        if (a, b) != (CLEAN, LOSSY):
+            raise RuntimeError("the lab command builds the lab's own two paths only; "
+                               "other path specs need root")
+        self.specs = {"a": a, "b": b}
+
+    def __enter__(self):
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        cmd = ["sudo", "-n", os.environ.get("CCLAB_LAB_HELPER", LAB_COMMAND), "lab5-paths"]
+        self.proc = subprocess.Popen(cmd, stdin=theirs, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True)
+        theirs.close()
+        self.sock = mine
+        hello = self.proc.stdout.readline()
+        if not hello:
+            err = self.proc.stderr.read().strip().splitlines()
+            self.proc.wait()
+            raise RuntimeError(f"the lab command did not build the paths: {err[-1] if err else '?'}")
+        info = json.loads(hello)
+        self.keys, self.dst = info["keys"], info["dst"]
+        return self
+
+    def key(self, p: str) -> str:
+        return self.keys[p]
+
+    def _socket(self) -> socket.socket:
+        self.sock.sendall(b"socket\n")
+        msg, fds, _, _ = socket.recv_fds(self.sock, 64, 1)
+        if not fds:
+            raise RuntimeError(f"the lab command sent no socket ({msg.decode(errors='replace')})")
+        return socket.socket(fileno=fds[0])
+
+    def connect_once(self, p: str, alg: str, duration: float, switch=None) -> dict:
+        return connect_once(self.dst[p], alg, duration, switch, sock=self._socket())
+
+    def __exit__(self, *exc):
+        self.sock.close()
+        try:
+            self.proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        return False
+
+
+def open_paths(a: PathSpec = CLEAN, b: PathSpec = LOSSY):
+    """The two paths: built here as root, or through the lab command otherwise."""
+    return TwoPaths(a, b) if os.geteuid() == 0 else RemotePaths(a, b)
+
+
+def serve_paths(conn: socket.socket, hello, progress=None) -> None:
+    """The lab command's side of RemotePaths: build the paths, say hello (keys, destinations),
+    then hand over a socket made in the client's namespace per request, until the pair closes."""
+    with TwoPaths() as net:
+        hello({"keys": {p: net.key(p) for p in ("a", "b")}, "dst": net.dst})
+        buf = b""
+        while True:
+            data = conn.recv(64)
+            if not data:
+                return
+            buf += data
+            while b"\n" in buf:
+                line, buf = buf.split(b"\n", 1)
+                if line != b"socket":
+                    conn.sendall(b"bad request")
+                    return
+                s = net.client.call(socket.socket, socket.AF_INET, socket.SOCK_STREAM)
+                try:
+                    socket.send_fds(conn, [b"ok"], [s.fileno()])
+                finally:
+                    s.close()
+
+
 def gateway_key(netns: str | None, dst: str) -> str:
     """The tuner's key for `dst`: the gateway of the route to it (`ip -j route get`).  Destinations
     reached on-link have no gateway and share the key 0.0.0.0, as in bpftune."""
@@ -462,13 +547,14 @@ CONNECT_TIMEOUT = 20.0
 
 
 def connect_once(dst: str, alg: str, duration: float, switch=None, port: int = PORT,
-                 poll: float = 0.02) -> dict:
+                 poll: float = 0.02, sock: socket.socket | None = None) -> dict:
     """Open a TCP connection to dst running `alg`, send as fast as it goes for `duration` seconds,
     read TCP_INFO and close.  `switch(total_retrans, segs_out)` is asked every `poll` seconds while
     it runs; when it says yes the connection moves to BBR (setsockopt on the live socket).
     The close is abortive (SO_LINGER 0): data still queued is dropped instead of competing with
-    the next connection."""
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    the next connection.  `sock`: a fresh TCP socket made in the client's namespace by someone
+    else (RemotePaths: the lab command); by default one is made here."""
+    s = sock if sock is not None else socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
         s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, alg.encode())
         s.settimeout(CONNECT_TIMEOUT)
@@ -518,12 +604,13 @@ MODES = {   # connections per path, seconds each
 
 
 def run_live(tuner: Tuner, n: int, duration: float, a: PathSpec = CLEAN, b: PathSpec = LOSSY,
-             progress=None):
+             progress=None, record_dir=Path("submission") / "lab5"):
     """Open `n` connections to each path (alternating A, B), the tuner choosing each one's algorithm.
-    Returns (log, keys): one row per connection, and {path: key}."""
+    Returns (log, keys): one row per connection, and {path: key}.  When `record_dir` exists (the
+    notebook makes submission/lab5/ first), the log's hash goes on record there (record_live)."""
     import pandas as pd
     rows = []
-    with TwoPaths(a, b) as net:
+    with open_paths(a, b) as net:
         keys = {"a": net.key("a"), "b": net.key("b")}
         for i in range(n):
             for p in ("a", "b"):
@@ -538,7 +625,34 @@ def run_live(tuner: Tuner, n: int, duration: float, a: PathSpec = CLEAN, b: Path
     cols = ["n", "path", "key", "alg", "acting", "final_alg", "cc_at_close", "switched_at", "min_rtt_us",
             "delivery_rate", "total_retrans", "segs_out", "bytes_acked", "rtt_us", "cwnd", "sent",
             "duration", "cost"]
-    return pd.DataFrame(rows)[cols], {net.specs[p].name: keys[p] for p in ("a", "b")}
+    log = pd.DataFrame(rows)[cols]
+    if Path(record_dir).is_dir():
+        record_live(log, record_dir)
+    return log, {net.specs[p].name: keys[p] for p in ("a", "b")}
+
+
+LIVE_RECORD = "record.json"
+
+
+def record_live(log, folder=Path("submission") / "lab5") -> Path:
+    """Record the SHA-256 of the live log as `folder/live.csv` will hold it (the notebook writes
+    it with `log.to_csv(path, index=False)`), in `folder/record.json`; the grader checks it.
+    `log` is the DataFrame run_live returned, or the path of a live.csv already written."""
+    import hashlib
+    import pandas as pd
+    if isinstance(log, (str, Path)):
+        data = Path(log).read_bytes()
+    else:
+        data = log.to_csv(index=False).encode()
+    folder = Path(folder)
+    rec = {"lab": "lab5", "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+           "files": {"live.csv": hashlib.sha256(data).hexdigest()},
+           "rows": int(len(pd.read_csv(__import__("io").BytesIO(data))))}
+    path = folder / LIVE_RECORD
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(rec, indent=1) + "\n")
+    os.replace(tmp, path)
+    return path
 
 
 def record(per_arm: int, duration: float, a: PathSpec = CLEAN, b: PathSpec = LOSSY, progress=print):

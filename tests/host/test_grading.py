@@ -56,17 +56,17 @@ def test_student_version_has_no_solutions_or_hidden_tests(dist):
 
 def test_three_submissions_give_the_expected_gradebook(dist, tmp_path):
     subs = tmp_path / "subs"
-    fixtures.lab1_submission(subs / "good", dist["master"])
+    fixtures.lab1_submission(subs / "good", dist["master"], real=1)
     partly = edited_notebook(dist["master"], tmp_path / "partly.ipynb", {
         "K = (w_max * (1 - 0.7) / 0.4) ** (1 / 3)": "K = 2 * (w_max * (1 - 0.7) / 0.4) ** (1 / 3)",
         "vegas_queue = float(": "vegas_queue = 1.0 + float("})
-    fixtures.lab1_submission(subs / "partly", partly)
+    fixtures.lab1_submission(subs / "partly", partly, real=2)
     # fabricated: the results' numbers edited after the run, the answers computed from them
-    fixtures.lab1_submission(subs / "fabricated", dist["master"], tamper="edit")
+    fixtures.lab1_submission(subs / "fabricated", dist["master"], tamper="edit", real=3)
     # typed: real results, but a number typed into the answer
     typed = edited_notebook(dist["master"], tmp_path / "typed.ipynb", {
         "bbr_startup_s = float(": "bbr_startup_s = 0.1 + 0 * float("})
-    fixtures.lab1_submission(subs / "typed", typed)
+    fixtures.lab1_submission(subs / "typed", typed, real=4)
     out = tmp_path / "graded"
     grade.grade_all(subs, dist["zip"], out, jobs=2, timeout=60)
     r = rows(out)
@@ -96,13 +96,13 @@ def test_three_submissions_give_the_expected_gradebook(dist, tmp_path):
 
 def test_runaway_submissions_are_stopped_and_graded_zero(dist, tmp_path):
     subs = tmp_path / "subs"
-    fixtures.lab1_submission(subs / "a-good", dist["master"])
+    fixtures.lab1_submission(subs / "a-good", dist["master"], real=5)
     loop = edited_notebook(dist["master"], tmp_path / "loop.ipynb",
                            {"LAB = \"lab1\"": "LAB = \"lab1\"\nwhile True:\n    pass"})
-    fixtures.lab1_submission(subs / "b-loop", loop)
+    fixtures.lab1_submission(subs / "b-loop", loop, real=6)
     hog = edited_notebook(dist["master"], tmp_path / "hog.ipynb",
                           {"LAB = \"lab1\"": "LAB = \"lab1\"\n_x = []\nwhile True:\n    _x.append(bytearray(50_000_000))"})
-    fixtures.lab1_submission(subs / "c-hog", hog)
+    fixtures.lab1_submission(subs / "c-hog", hog, real=7)
     (subs / "d-empty").mkdir()
     out = tmp_path / "graded"
     grade.grade_all(subs, dist["zip"], out, jobs=2, timeout=10, memory_mb=1024)
@@ -132,7 +132,7 @@ def test_student_version_unfilled_fails_the_answers_without_crashing(dist, tmp_p
     assert "q1 results:" in out_text and "results look real" in out_text
     # graded: every answer test fails, only the checks of the (real) run pass
     subs = tmp_path / "subs"
-    fixtures.lab1_submission(subs / "unfilled", dist["student"])
+    fixtures.lab1_submission(subs / "unfilled", dist["student"], real=8)
     out = tmp_path / "graded"
     grade.grade_all(subs, dist["zip"], out, jobs=1, timeout=60)
     r = rows(out)["unfilled"]
@@ -144,8 +144,8 @@ def test_student_version_unfilled_fails_the_answers_without_crashing(dist, tmp_p
 
 def test_otter_engine_agrees_on_a_good_submission(dist, tmp_path):
     subs = tmp_path / "subs"
-    fixtures.lab1_submission(subs / "good", dist["master"])
-    fixtures.lab1_submission(subs / "fabricated", dist["master"], tamper="edit")
+    fixtures.lab1_submission(subs / "good", dist["master"], real=9)
+    fixtures.lab1_submission(subs / "fabricated", dist["master"], tamper="edit", real=10)
     out = tmp_path / "graded"
     grade.grade_all(subs, dist["zip"], out, jobs=2, timeout=120, engine="otter")
     fast = tmp_path / "fast"
@@ -221,6 +221,12 @@ def test_verify_names_what_is_wrong(tmp_path, monkeypatch):
     assert "run the experiment cell" in labkit.verify("lab1", root)[0]
 
 
+def _tuner_support():
+    sys.path.insert(0, str(KIT / "labs" / "lab5"))
+    import tuner_support
+    return tuner_support
+
+
 def test_build_packages_lab5_and_its_autograder_grades_it(tmp_path):
     """grading/build.py bundles lab 5's support files under the names its notebook expects; the
     reference learner goes to the autograder only.  The master (with solutions) then gets full
@@ -242,7 +248,9 @@ def test_build_packages_lab5_and_its_autograder_grades_it(tmp_path):
         live = subs / who / "submission" / "lab5"
         live.mkdir(parents=True)
         shutil.copy(nb, subs / who / "lab5.ipynb")
-        shutil.copy(lab5 / "live-example.csv", live / "live.csv")   # a live quick-mode log from the VM
+        if who == "master":     # one copy only: the same live log in two submissions is a duplicate
+            shutil.copy(lab5 / "live-example.csv", live / "live.csv")   # a live quick-mode log from the VM
+            _tuner_support().record_live(live / "live.csv", live)       # its hash, as run_live records it
     out = tmp_path / "graded"
     grade.grade_all(subs, build.autograder_zip(d), out, jobs=2, timeout=300)
     r = rows(out)

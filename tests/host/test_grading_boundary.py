@@ -122,26 +122,26 @@ def scan_memory() -> int:
 def test_adversarial_submissions_score_zero_for_what_they_fake(dist, tmp_path):
     subs = tmp_path / "subs"
     m = dist["master"]
-    fixtures.lab1_submission(subs / "genuine", m)
+    fixtures.lab1_submission(subs / "genuine", m, real=1)
     # a forged result.json (and the same grade written to every descriptor), then os._exit
-    fixtures.lab1_submission(subs / "forged", with_cells(m, tmp_path / "forged.ipynb", first=FORGE))
+    fixtures.lab1_submission(subs / "forged", with_cells(m, tmp_path / "forged.ipynb", first=FORGE), real=2)
     # os._exit after every answer is computed: still no answers handed back
     fixtures.lab1_submission(subs / "exit-late", with_cells(m, tmp_path / "late.ipynb",
-                                                            last="import os\nos._exit(0)"))
+                                                            last="import os\nos._exit(0)"), real=3)
     # reading the hidden tests from memory: the scan's count goes to a file outside the folder
     found = tmp_path / "found.txt"
     fixtures.lab1_submission(subs / "scan", with_cells(
-        m, tmp_path / "scan.ipynb", last=f"OUT_PATH = {str(found)!r}\n" + SCAN))
+        m, tmp_path / "scan.ipynb", last=f"OUT_PATH = {str(found)!r}\n" + SCAN), real=4)
     # builtins rebound after two answers were made wrong: the comparisons must not see it
     fixtures.lab1_submission(subs / "rebind", with_cells(m, tmp_path / "rebind.ipynb",
-                                                         last=REBIND, edits=WRONG))
-    fixtures.lab1_submission(subs / "wrong", with_cells(m, tmp_path / "wrong.ipynb", edits=WRONG))
+                                                         last=REBIND, edits=WRONG), real=5)
+    fixtures.lab1_submission(subs / "wrong", with_cells(m, tmp_path / "wrong.ipynb", edits=WRONG), real=6)
     # the hidden tests load labkit.py by its name: a notebook that rewrites its own copy into one
     # that finds every answer close must not change what they load
-    fixtures.lab1_submission(subs / "swap", with_cells(m, tmp_path / "swap.ipynb", edits=WRONG, last=SWAP))
+    fixtures.lab1_submission(subs / "swap", with_cells(m, tmp_path / "swap.ipynb", edits=WRONG, last=SWAP), real=7)
     # an answer that is not data (a function posing as the number), and a module it names
     fixtures.lab1_submission(subs / "posing", with_cells(
-        m, tmp_path / "posing.ipynb", last="import os\nbbr_startup_s = lambda *a: 0.0\nlabkit = os"))
+        m, tmp_path / "posing.ipynb", last="import os\nbbr_startup_s = lambda *a: 0.0\nlabkit = os"), real=8)
     out = tmp_path / "graded"
     grade.grade_all(subs, dist["zip"], out, jobs=2, timeout=60)
     r = rows(out)
@@ -186,11 +186,11 @@ def test_weighting_measured_answers_follow_their_recomputation(dist, tmp_path):
     """Type checks weigh nothing: an unfilled notebook with a genuine run scores 0 (otter's even
     split gave it about 40 %), and so does a fabricated run whose answers match its numbers."""
     subs = tmp_path / "subs"
-    fixtures.lab1_submission(subs / "unfilled", dist["student"])
-    fixtures.lab1_submission(subs / "fabricated", dist["master"], tamper="edit")
+    fixtures.lab1_submission(subs / "unfilled", dist["student"], real=9)
+    fixtures.lab1_submission(subs / "fabricated", dist["master"], tamper="edit", real=10)
     typed = with_cells(dist["master"], tmp_path / "typed.ipynb",
                        edits={"w_max = float(": "w_max = 1.5 * float("})
-    fixtures.lab1_submission(subs / "typed", typed)
+    fixtures.lab1_submission(subs / "typed", typed, real=11)
     out = tmp_path / "graded"
     grade.grade_all(subs, dist["zip"], out, jobs=2, timeout=60)
     r = rows(out)
@@ -211,7 +211,7 @@ def test_cell_errors_reach_the_feedback_as_one_short_line(dist, tmp_path):
     subs = tmp_path / "subs"
     noisy = with_cells(dist["master"], tmp_path / "noisy.ipynb",
                        first="raise ValueError('<script>x</script>' + 'A' * 500 + '\\nsecond line')")
-    fixtures.lab1_submission(subs / "noisy", noisy)
+    fixtures.lab1_submission(subs / "noisy", noisy, real=12)
     (subs / "broken.zip").write_bytes(b"PK\x03\x04 not a zip")
     import zipfile
     with zipfile.ZipFile(subs / "escape.zip", "w") as z:
