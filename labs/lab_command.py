@@ -1,6 +1,7 @@
 """The lab user's one privileged command: run one lab's experiments and hand the results over.
 
     sudo cclab-lab-run LAB MODE DEST [--ccas NAME,NAME...]
+    sudo cclab-lab-run lab5-paths          (standard input: a Unix socket)
 
 The notebook kernel runs unprivileged; building namespaces, shaping links and writing module
 parameters need root.  vm/provision.sh installs /usr/local/sbin/cclab-lab-run, a root-owned
@@ -15,6 +16,14 @@ files are then given to the caller, and a child process that has become the call
 and groups) copies them into DEST and moves them into place (labkit.install_results: earlier
 results are kept, never deleted).  So the kernel's own permission checks decide whether the
 caller may write in DEST: a run cannot write into another user's folders.
+
+Lab 5's live connections run in the student's own process, which chooses each connection's
+algorithm as it learns.  For them `lab5-paths` builds the lab's two fixed paths as root
+(tuner_support.TwoPaths) and hands the caller, over the Unix socket on its standard input, one
+fresh TCP socket made in the client's namespace per request (tuner_support.serve_paths); the
+algorithms the lab uses are allowed to unprivileged sockets while it runs
+(net.ipv4.tcp_allowed_congestion_control, put back afterwards).  It removes the namespaces when
+the socket closes.
 
 Progress lines go to standard output.  The run stops, cleans up and keeps nothing when it gets
 SIGINT, SIGTERM or SIGHUP, or when its standard input ends (the notebook closes it when
@@ -65,7 +74,8 @@ def parse(argv: list[str]) -> tuple[str, str, Path, list[str] | None]:
         if bad or not ccas:
             raise Usage(f"--ccas: not a congestion-control name: {bad[0] if bad else '(empty)'}")
     if len(args) != 3:
-        raise Usage(f"usage: {PROG} LAB MODE DEST [--ccas NAME,...] (LAB one of {', '.join(LABS)})")
+        raise Usage(f"usage: {PROG} LAB MODE DEST [--ccas NAME,...] (LAB one of {', '.join(LABS)}), "
+                    f"or {PROG} lab5-paths")
     lab, mode, dest = args
     if lab not in LABS:
         raise Usage(f"no lab {lab!r} runs through this command (it runs {', '.join(LABS)})")
@@ -132,9 +142,43 @@ def hand_over(lab: str, staged: Path, dest: Path, who: pwd.struct_passwd) -> int
     return os.waitstatus_to_exitcode(status)
 
 
-def main(argv: list[str] | None = None) -> int:
+ALLOWED = Path("/proc/sys/net/ipv4/tcp_allowed_congestion_control")
+
+
+def lab5_paths() -> int:
+    """Serve lab 5's two paths to the caller over the Unix socket on standard input."""
+    import json
+    import socket
+    import stat
+    if not stat.S_ISSOCK(os.fstat(0).st_mode):
+        return fail("lab5-paths: standard input must be a Unix socket (tuner_support.RemotePaths)", 2)
+    sys.path.insert(0, str(HERE / "lab5"))
+    import tuner_support as ts
+    conn = socket.socket(fileno=0)
+    before = ALLOWED.read_text().split()
     try:
-        lab, mode, dest, ccas = parse(sys.argv[1:] if argv is None else argv)
+        ts.load_modules()
+        ALLOWED.write_text(" ".join(dict.fromkeys(before + list(ts.ARMS))))
+        ts.serve_paths(conn, lambda info: print(json.dumps(info), flush=True))
+        return 0
+    except KeyboardInterrupt:
+        return fail("lab5-paths: interrupted", 130)
+    except Exception as e:
+        return fail(f"lab5-paths: {type(e).__name__}: {e}".splitlines()[0], 1)
+    finally:
+        ALLOWED.write_text(" ".join(before))
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if args == ["lab5-paths"]:
+        if os.geteuid() != 0:
+            return fail("must run as root (the lab user runs it through sudo)", 2)
+        signal.signal(signal.SIGTERM, signal.default_int_handler)
+        signal.signal(signal.SIGHUP, signal.default_int_handler)
+        return lab5_paths()
+    try:
+        lab, mode, dest, ccas = parse(args)
         who = caller()
     except Usage as e:
         return fail(str(e), 2)

@@ -3,8 +3,8 @@ run a lab's master notebook headless in quick mode in a scratch folder, as a stu
 lab VM: labs 1-4 as the unprivileged lab user (the notebook's kernel is the lab user's; its
 experiments go through the lab command, sudo /usr/local/sbin/cclab-lab-run), with
 grading/run_master.py; then grade that very run with the autograder grading/build.py makes, as
-the unprivileged user `nobody`.  Lab 5's live connections build their own namespaces in the
-notebook's process, so lab 5 still runs as root (see its handout).
+the unprivileged user `nobody`.  Lab 5's live connections run in the notebook's process on
+sockets the lab command makes in its paths' client namespace (tuner_support.RemotePaths).
 
 nbclient stops at the first failing cell, so a run that returns passed every public and hidden
 test the master holds.  The time a lab took is printed (bench/lab_overhead.py turns such times
@@ -34,7 +34,7 @@ if str(KIT) not in sys.path:
 from grading import run_master as rm  # noqa: E402
 
 UNIT = "/etc/systemd/system/cclab-jupyter.service"
-AS_ROOT = {"lab5"}        # its live connections need root in the notebook's own process
+AS_ROOT: set[str] = set()  # every lab runs as the lab user (lab 5's paths through the lab command)
 
 
 def lab_user() -> pwd.struct_passwd:

@@ -1,6 +1,7 @@
-"""Lab 5 in the lab VM (root): the two-path topology and the connection driver, then the master
-notebook run headless in quick mode, live connections included, passing its public and hidden
-tests (lab_notebooks.py).  The notebook runs in a scratch folder (its live log lands there, not in
+"""Lab 5 in the lab VM: the two-path topology and the connection driver (root), then the master
+notebook run headless in quick mode as the lab user, live connections included (on sockets the
+lab command makes in the paths it builds), passing its public and hidden tests
+(lab_notebooks.py).  The notebook runs in a scratch folder (its live log lands there, not in
 the checkout)."""
 
 import subprocess
@@ -38,5 +39,7 @@ def test_driver_reads_tcp_info_switches_and_cleans_up():
 
 
 def test_master_runs_in_quick_mode_with_live_connections(tmp_path):
-    run_master("lab5", tmp_path, hidden_at_least=5)
-    assert (tmp_path / "submission" / "lab5" / "live.csv").is_file()
+    before = namespaces()
+    nb = run_master("lab5", tmp_path, hidden_at_least=5)
+    assert (Path(nb.metadata["cclab_work"]) / "submission" / "lab5" / "live.csv").is_file()
+    assert namespaces() == before            # the lab command removed the paths it built
