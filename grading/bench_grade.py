@@ -2,8 +2,9 @@
 
     python3 grading/bench_grade.py [--n 200] [--jobs 2] [--engine fast|otter]
 
-Builds lab 1's autograder, makes N submissions from fixture results (grading/fixtures.py; a mix
-of good, partly wrong and fabricated ones), grades them with grading/grade.py's pipeline
+Builds lab 1's autograder, makes N submissions from a genuine lab 1 run from the lab VM
+(grading/fixtures.py real_lab1_results: three good ones for every one with edited results; the
+copies are flagged as duplicates of each other, which the timing includes), grades them with grading/grade.py's pipeline
 (sandboxed, in parallel) and prints the wall-clock time and the rate, and the CPU time the grading
 took (on a shared machine the wall-clock time also counts the others' work).
 """
@@ -42,8 +43,9 @@ def main(argv=None) -> int:
         t = Path(tmp)
         d = build.build("lab1", t / "dist")
         master = d / "autograder" / "lab1.ipynb"
-        samples = {"good": fixtures.lab1_submission(t / "s" / "good", master),
-                   "fabricated": fixtures.lab1_submission(t / "s" / "fabricated", master, tamper="edit")}
+        samples = {"good": fixtures.lab1_submission(t / "s" / "good", master, real=0),
+                   "fabricated": fixtures.lab1_submission(t / "s" / "fabricated", master, tamper="edit",
+                                                          real=1)}
         subs = t / "subs"
         subs.mkdir()
         kinds = ["good", "good", "good", "fabricated"]

@@ -1,14 +1,24 @@
 """Grade a folder of submissions without re-running any experiment.
 
     python3 grading/grade.py SUBMISSIONS --autograder dist/lab1/autograder/lab1-autograder_*.zip \
-        --out graded/lab1 [--jobs 2] [--timeout 120] [--memory-mb 3072] [--user nobody]
+        --out graded/lab1 [--jobs 2] [--timeout 120] [--memory-mb 3072] [--user nobody] \
+        [--roster roster.csv] [--deadline 2026-03-01T23:59:00Z] [--only STUDENT ...]
 
 SUBMISSIONS holds one entry per student: a folder with the notebook and its `submission/<lab>/`
 results, or the zip `grader.export()` made.  The entry's name is the student's id.  Writes
-    OUT/gradebook.csv        student, score, possible, percent, status, reason, one column per test
-    OUT/canvas.csv           Student, ID, SIS User ID, Section, "<lab> (autograded)" -- Canvas import
+    OUT/gradebook.csv        student, name, score, possible, percent, status, reason, flags,
+                             submitted, late_hours, seconds, auto, manual, a column per question
+    OUT/canvas.csv           Student, ID, SIS User ID, Section, "<lab>" -- Canvas import
     OUT/gradescope.csv       SID, Name, Email, Score -- Gradescope's "upload scores" CSV
+    OUT/report.txt           roster students without a submission, submissions not on the roster,
+                             duplicate raw logs across the class
     OUT/feedback/<id>.txt    each test's result and message, for the student
+    OUT/results.json         what was graded: `--only` regrades some students and keeps the rest,
+                             grading/manual.py merges scores by hand (OUT/manual-scores.csv)
+The roster (a `student` column, optional name, email, sis_id, section, deadline) is kept as
+OUT/roster.csv.  grading/integrity.py's checks (record, cross-checks, duplicates) run in the
+parent on the copy of the results taken before any student code ran; a finding scores 0 for the
+measured answers and is named in `flags` and the feedback.
 
 Two engines grade with the autograder's otter test files (public and hidden): `--engine fast`
 (default; grading/fastgrade.py, ~1 s a submission) and `--engine otter` (otter's own local runner,
@@ -77,6 +87,7 @@ class Result:
     status: str = "graded"          # graded | timeout | memory | error | missing
     reason: str = ""
     tests: dict = field(default_factory=dict)     # test name -> score
+    points: dict = field(default_factory=dict)    # test name -> points possible
     feedback: str = ""
     seconds: float = 0.0
     measured: list = field(default_factory=list)  # tests whose cases read the submission's results
@@ -362,6 +373,7 @@ def grade_fast(entries: list[Path], autograder: Path, jobs: int, timeout: float,
                 r.tests[t["name"]] = float(t["score"])
                 r.score += float(t["score"])
                 r.possible += float(t["possible"])
+                r.points[t["name"]] = float(t["possible"])
                 lines.append(f"{t['name']}: {t['score']:g}/{t['possible']:g}"
                              + (f" -- {t['why']}" if t.get("why") else ""))
                 weighed = "" if any(c["hidden"] for c in t["cases"]) else " (scored)"

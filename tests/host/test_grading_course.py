@@ -1,0 +1,374 @@
+"""The instructor's workflow around the grader, on the host: a roster, late submissions, regrading
+one student, the manual-grading packet and its merge, the LMS files, the Gradescope autograder
+run in a clean folder laid out as Gradescope does; and the grader's own cross-checks against a
+copied classmate submission, a fixture-made run, numbers edited with the hashes recomputed, and
+an edited lab 5 live log.  Genuine runs are a lab 1 quick-mode run from the lab VM
+(grading/fixtures.py real_lab1_results)."""
+
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("otter")
+nbformat = pytest.importorskip("nbformat")
+pd = pytest.importorskip("pandas")
+
+KIT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(KIT))
+sys.path.insert(0, str(KIT / "notebooks"))
+
+from grading import build, fixtures, grade, gradescope, integrity, manual  # noqa: E402
+
+FULL = 16.0          # lab 1's autograded points
+MEASURED = ("q1", "q2", "q3", "q5", "q7", "q8")      # lab 1's questions with hidden checks
+MANUAL = manual.manual_questions("lab1")             # the free-text questions, from the point table
+
+
+@pytest.fixture(scope="module")
+def dist(tmp_path_factory):
+    out = tmp_path_factory.mktemp("dist")
+    d = build.build("lab1", out)
+    return {"dir": d, "zip": build.autograder_zip(d), "master": d / "autograder" / "lab1.ipynb",
+            "student": d / "student" / "lab1.ipynb"}
+
+
+def rows(out: Path) -> dict:
+    with open(out / "gradebook.csv") as f:
+        return {r["student"]: r for r in csv.DictReader(f)}
+
+
+def answered(src: Path, dest: Path, text: str) -> Path:
+    """The notebook with every free-text answer cell filled with `text` and the question's name."""
+    nb = nbformat.read(src, as_version=4)
+    k = 0
+    for c in nb.cells:
+        if "otter_answer_cell" in c.metadata.get("tags", []) and c.cell_type == "markdown":
+            k += 1
+            c.source = f"{text} (answer {k})"
+    nbformat.write(nb, dest)
+    return dest
+
+
+def one_line_exit(excinfo) -> str:
+    msg = str(excinfo.value)
+    assert msg and "\n" not in msg, msg
+    return msg
+
+
+def test_roster_late_regrade_manual_packet_and_lms_files(dist, tmp_path):
+    subs = tmp_path / "subs"
+    m = answered(dist["master"], tmp_path / "a.ipynb", "<script>alert(1)</script> Reno halves")
+    fixtures.lab1_submission(subs / "alice", m, real=1)
+    fixtures.lab1_submission(subs / "bob", dist["master"], real=2)
+    fixtures.lab1_submission(subs / "dora", dist["student"], real=3)     # not on the roster, unfilled
+    # handed in times: alice after her deadline, bob before the class deadline
+    for p in [subs / "alice", *(subs / "alice").rglob("*")]:
+        os.utime(p, (1_800_000_000, 1_800_000_000))
+    for p in [subs / "bob", *(subs / "bob").rglob("*")]:
+        os.utime(p, (1_700_000_000, 1_700_000_000))
+    roster = tmp_path / "roster.csv"
+    roster.write_text("student,name,email,sis_id,section,deadline\n"
+                      "alice,Alice A,alice@example.edu,1001,L1,2027-01-15T00:00:00Z\n"
+                      "bob,Bob B,bob@example.edu,1002,L2,\n"
+                      "carol,Carol C,carol@example.edu,1003,L1,\n")
+    out = tmp_path / "graded"
+
+    # malformed input: one line, nothing graded
+    bad = tmp_path / "bad.csv"
+    bad.write_text("name,email\nAlice,a@x\n")
+    with pytest.raises(SystemExit) as e:
+        grade.grade_all(subs, dist["zip"], out, roster=bad)
+    assert "no 'student' column" in one_line_exit(e)
+    bad.write_text("student,name\nalice,A\nalice,B\n")
+    with pytest.raises(SystemExit) as e:
+        grade.grade_all(subs, dist["zip"], out, roster=bad)
+    assert "listed twice" in one_line_exit(e)
+    bad.write_text("student,deadline\nalice,next tuesday\n")
+    with pytest.raises(SystemExit) as e:
+        grade.grade_all(subs, dist["zip"], out, roster=bad)
+    assert "is not a date" in one_line_exit(e)
+    assert not (out / "gradebook.csv").exists()
+    r = subprocess.run([sys.executable, str(KIT / "grading" / "grade.py"), str(subs), "--autograder",
+                        str(dist["zip"]), "--out", str(out), "--roster", str(bad)],
+                       capture_output=True, text=True)
+    assert r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+    grade.grade_all(subs, dist["zip"], out, jobs=2, timeout=60, roster=roster,
+                    deadline="2027-06-01T00:00:00Z")
+    g = rows(out)
+    assert set(g) == {"alice", "bob", "carol", "dora"}
+    assert float(g["alice"]["score"]) == FULL and g["alice"]["name"] == "Alice A"
+    for q in MEASURED:
+        assert float(g["alice"][q]) > 0, q                      # a column per question
+    assert g["carol"]["status"] == "missing" and float(g["carol"]["score"]) == 0
+    assert "not on the roster" in g["dora"]["flags"]
+    report = (out / "report.txt").read_text()
+    assert "missing: carol" in report and "unknown: dora" in report
+    # late: alice's own deadline (2027-01-15) against her files' time (2027-01-15T08:00Z)
+    assert float(g["alice"]["late_hours"]) == pytest.approx(8.0, abs=0.01)
+    assert g["alice"]["submitted"] == "2027-01-15T08:00:00Z"
+    assert float(g["bob"]["late_hours"]) == 0.0                 # the class deadline, met
+    assert "after the deadline" in (out / "feedback" / "alice.txt").read_text()
+    with open(out / "canvas.csv") as f:
+        canvas = list(csv.reader(f))
+    assert canvas[0] == ["Student", "ID", "SIS User ID", "Section", "lab1 (autograded)"]
+    assert ["Alice A", "", "1001", "L1", "16"] in canvas
+    with open(out / "gradescope.csv") as f:
+        gs = {x["SID"]: x for x in csv.DictReader(f)}
+    assert gs["bob"]["Email"] == "bob@example.edu" and float(gs["bob"]["Score"]) == FULL
+
+    # the packet: one HTML file per manual question, anonymised, escaped
+    d = manual.packet(subs, "lab1", out)
+    assert sorted(MANUAL) == sorted(["q4", "q6", "q7b", "q9", "q10"])
+    assert sorted(p.stem for p in d.glob("*.html")) == sorted(MANUAL)
+    key = dict(csv.reader(open(d / "key.csv")))
+    aid = manual.anon_id("lab1", "alice")
+    assert key[aid] == "alice" and aid == manual.anon_id("lab1", "alice")     # stable
+    q4 = (d / "q4.html").read_text()
+    assert aid in q4 and "alice" not in q4 and "&lt;script&gt;" in q4 and "<script>" not in q4
+    assert "Reno halves (answer 1)" in q4 and "Reno halves (answer 5)" in (d / "q10.html").read_text()
+    assert "(no answer)" in q4                                   # dora left it empty
+    tmpl = list(csv.reader(open(d / "scores-template.csv")))
+    assert tmpl[0] == ["id"] + list(MANUAL) and tmpl[1][0] == grade.POINTS_ROW
+    assert [float(x) for x in tmpl[1][1:]] == list(MANUAL.values())
+
+    # merge: scores by id; a second merge with blanks keeps what the first merged
+    s1 = tmp_path / "s1.csv"
+    s1.write_text(f"id,q4,q6\n{aid},2,1.5\n{manual.anon_id('lab1', 'bob')},1,\n")
+    manual.merge(s1, out)
+    g = rows(out)
+    assert float(g["alice"]["q4"]) == 2 and float(g["alice"]["manual"]) == 3.5
+    assert float(g["alice"]["score"]) == FULL + 3.5
+    assert float(g["alice"]["possible"]) == FULL + sum(MANUAL.values())
+    s2 = tmp_path / "s2.csv"
+    s2.write_text(f"id,q4,q6,q9\n{aid},,,2\n")
+    manual.merge(s2, out)
+    g = rows(out)
+    assert float(g["alice"]["q4"]) == 2 and float(g["alice"]["q9"]) == 2 and float(g["bob"]["q4"]) == 1
+    assert f"q9: 2/{MANUAL['q9']:g} (graded by hand)" in (out / "feedback" / "alice.txt").read_text()
+    before = (out / grade.MANUAL).read_text()
+    for text, why in ((f"id,q4\n{aid},3\n", "outside 0..2"), (f"id,q4\nA000000,1\n", "unknown id"),
+                      (f"id,q4\n{aid},two\n", "not a number"), (f"id,q99\n{aid},1\n", "not a manual question"),
+                      ("who,q4\nx,1\n", "no 'id' or 'student' column")):
+        s1.write_text(text)
+        with pytest.raises(SystemExit) as e:
+            manual.merge(s1, out)
+        assert why in one_line_exit(e)
+    assert (out / grade.MANUAL).read_text() == before              # a refused merge writes nothing
+
+    # regrading one student: bob's notebook now has a wrong answer; the other rows stay as they were
+    alice_before = rows(out)["alice"]
+    nb = nbformat.read(subs / "bob" / "lab1.ipynb", as_version=4)
+    for c in nb.cells:
+        if c.cell_type == "code" and "K = (w_max * (1 - 0.7) / 0.4) ** (1 / 3)" in c.source:
+            c.source = c.source.replace("K = (w_max", "K = 2 * (w_max")
+    nbformat.write(nb, subs / "bob" / "lab1.ipynb")
+    done = grade.grade_all(subs, dist["zip"], out, jobs=1, timeout=60, only=["bob"])
+    assert [r.student for r in done] == ["bob"]
+    g = rows(out)
+    assert float(g["bob"]["q5"]) == 0 and float(g["bob"]["q4"]) == 1        # manual score kept
+    assert g["alice"] == alice_before
+    assert g["carol"]["status"] == "missing" and "not on the roster" in g["dora"]["flags"]
+    with pytest.raises(SystemExit) as e:
+        grade.grade_all(subs, dist["zip"], out, only=["zed"])
+    assert "no submission named 'zed'" in one_line_exit(e)
+
+
+def run_gradescope(gs_zip: Path, root: Path, notebook: Path, results: Path | None = None,
+                   as_zip: bool = False) -> dict:
+    """Lay out `root` as Gradescope does (source/, submission/, results/), run run_autograder."""
+    (root / "source").mkdir(parents=True)
+    (root / "results").mkdir()
+    with zipfile.ZipFile(gs_zip) as z:
+        z.extractall(root / "source")
+    for name in ("run_autograder", "setup.sh"):
+        os.chmod(root / "source" / name, 0o755)
+    sub = root / "submission"
+    sub.mkdir()
+    work = root.parent / (root.name + "-work")
+    work.mkdir()
+    shutil.copy(notebook, work / "lab1.ipynb")
+    if results is not None:
+        shutil.copytree(results, work / "submission")
+    if as_zip:
+        with zipfile.ZipFile(sub / "lab1_2026.zip", "w") as z:
+            for p in work.rglob("*"):
+                z.write(p, p.relative_to(work))
+    else:
+        shutil.copytree(work, sub, dirs_exist_ok=True)
+    env = dict(os.environ, CCLAB_AUTOGRADER_ROOT=str(root), CCLAB_TIMEOUT="120")
+    r = subprocess.run(["bash", str(root / "source" / "run_autograder")], env=env,
+                       capture_output=True, text=True, timeout=300, cwd="/")
+    assert r.returncode == 0, r.stderr[-2000:]
+    return json.loads((root / "results" / "results.json").read_text())
+
+
+def test_gradescope_autograder_runs_in_a_clean_directory(dist, tmp_path):
+    gs_zip = gradescope.build(dist["zip"], tmp_path / "lab1-gradescope.zip")
+    with zipfile.ZipFile(gs_zip) as z:
+        names = set(z.namelist())
+        req = z.read("requirements.txt").decode()
+        assert z.getinfo("run_autograder").external_attr >> 16 & 0o111
+    assert {"setup.sh", "run_autograder", "requirements.txt", "autograder.zip", "run_cclab.py",
+            "grading/fastgrade.py", "grading/grade.py", "grading/answers.py", "grading/integrity.py"} <= names
+    assert "otter-grader==" in req and "pandas==" in req
+    real = fixtures.real_lab1_results(tmp_path / "real")
+    res = run_gradescope(gs_zip, tmp_path / "gs1", dist["master"], real, as_zip=True)
+    assert res["score"] == FULL, res["output"]
+    assert {t["name"]: t["max_score"] for t in res["tests"]} == {"q1": 3, "q2": 3, "q3": 2, "q5": 3,
+                                                                 "q7": 3, "q8": 2}
+    assert all(t["score"] == t["max_score"] for t in res["tests"])
+    # the same trusted grader: a fixture-made run scores 0 for its measured answers, and says why
+    fake = fixtures.lab1_results(tmp_path / "fake").parent
+    res = run_gradescope(gs_zip, tmp_path / "gs2", dist["master"], fake)
+    assert res["score"] == 0
+    assert "a synthetic run" in res["output"]
+    assert all("cross-checks" in t["output"] for t in res["tests"]), res["tests"]
+
+
+def scale_flow(sub: Path, experiment: str, cca: str, k: float, intervals: bool, ss: bool = False) -> None:
+    """Multiply one flow's bytes by k in iperf.csv, flows.csv, the manifest and iperf3's JSON end
+    sums (and its intervals, and ss.csv's bytes_acked, when asked), then rewrite the record with
+    the public labkit.write_record: numbers edited with the hashes recomputed."""
+    import labkit
+    d = next((sub / "lab1" / experiment).iterdir())
+    flows = pd.read_csv(d / "flows.csv")
+    n = int(flows.loc[flows["cca"] == cca, "flow"].iloc[0])
+    for c in ("sent_bytes", "received_bytes"):
+        flows.loc[flows["flow"] == n, c] = (flows.loc[flows["flow"] == n, c] * k).round().astype("int64")
+    flows.loc[flows["flow"] == n, "throughput_bps"] *= k
+    flows.to_csv(d / "flows.csv", index=False)
+    ip = pd.read_csv(d / "iperf.csv")
+    sel = ip["flow"] == n
+    ip.loc[sel, "bytes"] = (ip.loc[sel, "bytes"] * k).round().astype("int64")
+    ip.loc[sel, "bits_per_second"] *= k
+    ip.to_csv(d / "iperf.csv", index=False)
+    m = json.loads((d / "manifest.json").read_text())
+    for f in m["flows"]:
+        if f["flow"] == n:
+            row = flows[flows["flow"] == n].iloc[0]
+            f.update(sent_bytes=int(row["sent_bytes"]), received_bytes=int(row["received_bytes"]),
+                     throughput_bps=float(row["throughput_bps"]))
+    (d / "manifest.json").write_text(json.dumps(m, indent=2))
+    for raw in (d / "raw" / f"iperf-{n}.json", d / "raw" / f"iperf-server-{n}.json"):
+        j = json.loads(raw.read_text())
+        for key in ("sum_sent", "sum_received"):
+            if key in j.get("end", {}):
+                j["end"][key]["bytes"] = int(flows.loc[flows["flow"] == n,
+                                                       "sent_bytes" if key == "sum_sent" else "received_bytes"].iloc[0])
+        if intervals:
+            for iv in j.get("intervals", []):
+                iv["sum"]["bytes"] = int(round(iv["sum"]["bytes"] * k))
+                for s in iv.get("streams", []):
+                    s["bytes"] = int(round(s["bytes"] * k))
+        raw.write_text(json.dumps(j))
+    if ss:
+        t = pd.read_csv(d / "ss.csv", low_memory=False)
+        t.loc[t["flow"] == n, "bytes_acked"] = (t.loc[t["flow"] == n, "bytes_acked"] * k).round()
+        t.to_csv(d / "ss.csv", index=False)
+    labkit.write_record("lab1", "quick", labkit.run_dirs("lab1", sub), sub)
+
+
+def test_copied_synthetic_and_rehashed_submissions_score_zero_for_what_they_fake(dist, tmp_path):
+    import labkit
+    subs = tmp_path / "subs"
+    m = dist["master"]
+    fixtures.lab1_submission(subs / "genuine", m, real=1)
+    fixtures.lab1_submission(subs / "honest", m, real=2)
+    # a classmate's submission/ folder handed in whole with one's own notebook
+    fixtures.lab1_submission(subs / "copier", m, results_from=subs / "honest" / "submission")
+    # a run grading/fixtures.py synthesised (it passes every hidden check)
+    fixtures.lab1_submission(subs / "synthetic", m)
+    assert labkit.verify("lab1", subs / "synthetic" / "submission") == []
+    # numbers edited in the CSVs and iperf3's end sums, the record rewritten: labkit's own checks
+    # pass; iperf3's per-interval counts give it away
+    fixtures.lab1_submission(subs / "rehashed", m, real=3)
+    scale_flow(subs / "rehashed" / "submission", "lab1-wired", "bbr", 1.04, intervals=False)
+    assert labkit.verify("lab1", subs / "rehashed" / "submission") == []
+    # ... and the intervals edited too: the sockets' own acknowledged bytes give it away
+    fixtures.lab1_submission(subs / "deeper", m, real=4)
+    scale_flow(subs / "deeper" / "submission", "lab1-wifi", "vegas", 1.3, intervals=True)
+    assert labkit.verify("lab1", subs / "deeper" / "submission") == []
+    # ... and ss.csv too: the link's physics (a flow faster than the link) gives it away
+    fixtures.lab1_submission(subs / "physics", m, real=5)
+    scale_flow(subs / "physics" / "submission", "lab1-wired", "reno", 1.25, intervals=True, ss=True)
+    assert labkit.verify("lab1", subs / "physics" / "submission") == []
+    out = tmp_path / "graded"
+    grade.grade_all(subs, dist["zip"], out, jobs=2, timeout=60)
+    g = rows(out)
+    fb = {s: (out / "feedback" / f"{s}.txt").read_text() for s in g}
+    assert float(g["genuine"]["score"]) == FULL and not g["genuine"]["flags"], fb["genuine"]
+
+    # copied: both named, both flagged for review, the measured answers 0 for both
+    for a, b in (("copier", "honest"), ("honest", "copier")):
+        assert f"duplicate raw logs: the same raw files as {b}" in g[a]["flags"]
+        assert float(g[a]["score"]) == 0 and all(float(g[a][q]) == 0 for q in MEASURED)
+        assert f"q5: now 0 -- raw logs identical to another student's ({b})" in fb[a]
+    assert "copier shares raw files with honest" in (out / "report.txt").read_text()
+
+    expect = {"synthetic": "is not iperf3's output (no intervals, no timestamp): a synthetic run",
+              "rehashed": "iperf.csv's sender bytes",
+              "deeper": "the sockets acknowledged",
+              "physics": "Mbit/s on a 50 Mbit/s link"}
+    for s, why in expect.items():
+        assert float(g[s]["score"]) == 0 and all(float(g[s][q]) == 0 for q in MEASURED), (s, fb[s])
+        assert why in g[s]["flags"], (s, g[s]["flags"])
+        line = next(l for l in fb[s].splitlines() if l.startswith("q5: 0/3"))
+        assert "the results fail the grader's cross-checks" in line and why in line, line
+    # the cross-checks alone, on the untouched genuine run: nothing
+    assert integrity.problems(fixtures.real_lab1_results(tmp_path / "again"), "lab1") == []
+
+
+def test_lab5_live_log_is_on_record_and_an_edit_scores_zero(tmp_path):
+    sys.path.insert(0, str(KIT / "labs" / "lab5"))
+    import tuner_support as ts
+    lab5 = KIT / "labs" / "lab5"
+    d = build.build("lab5", tmp_path / "dist")
+    master = d / "autograder" / "lab5.ipynb"
+    live = pd.read_csv(lab5 / "live-example.csv", dtype={"key": str})
+    subs = tmp_path / "subs"
+
+    def sub(name: str, log: pd.DataFrame, record: bool = True, after=None) -> Path:
+        f = subs / name / "submission" / "lab5"
+        f.mkdir(parents=True)
+        shutil.copy(master, subs / name / "lab5.ipynb")
+        if record:
+            ts.record_live(log, f)                  # as run_live records it, before the notebook writes it
+        log.to_csv(f / "live.csv", index=False)
+        if after is not None:
+            after(f / "live.csv")
+        return f
+
+    sub("genuine", live)
+    # edited after the run: a lossy connection's delivery rate raised
+    def bump(p):
+        t = pd.read_csv(p, dtype={"key": str})
+        t.loc[t.index[1], "delivery_rate"] = int(t.loc[t.index[1], "delivery_rate"]) * 3
+        t.to_csv(p, index=False)
+    sub("edited", live.iloc[:-2], after=bump)
+    # edited, and put on record again with the public record_live: the recomputation catches it
+    rec = live.iloc[:-4].copy()
+    i = rec.index[rec["acting"].astype(bool)][3]
+    rec.loc[i, "delivery_rate"] = int(rec.loc[i, "delivery_rate"]) * 3       # one connection's rate
+    sub("rerecorded", rec)
+    sub("unrecorded", live.iloc[:-6], record=False)
+    out = tmp_path / "graded"
+    grade.grade_all(subs, build.autograder_zip(d), out, jobs=2, timeout=300)
+    g = rows(out)
+    fb = {s: (out / "feedback" / f"{s}.txt").read_text() for s in g}
+    assert float(g["genuine"]["score"]) == 17 and not g["genuine"]["flags"], fb["genuine"]
+    assert "live.csv: changed after the run" in g["edited"]["flags"]
+    assert "live.csv is not in the record" in g["unrecorded"]["flags"] or \
+        "no submission/lab5/record.json" in g["unrecorded"]["flags"]
+    for s in ("edited", "unrecorded", "rerecorded"):
+        assert float(g[s]["q7"]) == 0, (s, fb[s])
+        assert float(g[s]["q1"]) == 3                  # answers from the recorded connections stand
+    assert "q7: 0/3 -- the results fail the grader's cross-checks: live.csv: changed" in fb["edited"]
+    assert "q7: 0/3 -- the answer does not match its recomputation" in fb["rerecorded"]
