@@ -13,6 +13,7 @@ help:
 	@echo "make vm-test    run the in-VM suite only"
 	@echo "make test-student  the student's VM under systemd, lab 1 in JupyterLab through a headless browser"
 	@echo "make test-nightly  the in-VM tests kept out of make test for its time (marked nightly)"
+	@echo "make test-vagrant  vagrant up with vagrant-libvirt from a clean clone (not in make test)"
 	@echo "make scorecard  run the lab masters in the VM (MODE=quick|full, LABS=...) and regenerate docs/scorecard.md"
 
 check: host-tests kmod-test
@@ -45,6 +46,15 @@ test-student: vm-image
 	$(PYTHON) -m pytest -v -p no:cacheprovider -s tests/student
 
 test: check kmod-build vm-test test-student
+
+# `vagrant up` for real (tests/vagrant): a clean clone of this repository, a libvirt box made from
+# the QEMU image (vm/vagrant-box.sh), vagrant-libvirt under software emulation where KVM cannot run
+# a guest, the JupyterLab URL, the forwarded port, a quick lab 1 run over `vagrant ssh`, and
+# `vagrant destroy`. Not part of make test (15-25 min under emulation); needs root, vagrant,
+# vagrant-libvirt and a running libvirtd.
+.PHONY: test-vagrant
+test-vagrant:
+	$(PYTHON) -m pytest -v -p no:cacheprovider -s tests/vagrant
 
 test-nightly: vm-test-nightly
 

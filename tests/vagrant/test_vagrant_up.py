@@ -1,0 +1,299 @@
+"""`vagrant up` run for real, as a student runs it: a clean clone of the kit, the Vagrantfile as it
+is, Debian's vagrant with vagrant-libvirt and libvirt's QEMU driver (software emulation where KVM
+cannot run a guest: CCLAB_LIBVIRT_DRIVER=qemu).  The box is the kit's own image made into a
+libvirt box by vm/vagrant-box.sh (the Vagrantfile's default box needs a download the test does
+not depend on).
+
+Checked, in order: provisioning ends with the JupyterLab URL and its token; the forwarded port on
+127.0.0.1 answers with that token and refuses without it; `vagrant ssh -c` runs a quick lab 1
+experiment as the vagrant user (labkit.run_lab from /kit/notebooks, so through the lab command
+and sudo, as a notebook does); `vagrant destroy -f` leaves no domain, no volume of its own and
+no network behind.  The box's base volume, which vagrant-libvirt keeps in the pool for the next
+`vagrant up` of the same box by design, is removed with the box at the end and the pool is then
+checked to be as it was.
+
+Run by `make test-vagrant` (not part of `make test`: about 15-25 min under emulation).  Needs
+root, vagrant, vagrant-libvirt, a running libvirtd (qemu:///system) with dnsmasq, and port 8888
+free on 127.0.0.1.  Everything heavy runs at the lowest CPU priority (builds under nice, the
+guest's QEMU threads reniced).  Artefacts (the logs) go to $CCLAB_VAGRANT_ARTIFACTS, default
+results/vagrant-test/ of the kit.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+KIT = Path(__file__).resolve().parents[2]
+URI = "qemu:///system"
+NAME = "cclab"                      # the clone's folder: vagrant-libvirt names the domain cclab_default
+DOMAIN = f"{NAME}_default"
+PORT = 8888
+URL_LINE = re.compile(r"\[provision\] JupyterLab: http://localhost:8888/lab\?token=([0-9a-f]+)\s*$")
+ARTIFACTS = Path(os.environ.get("CCLAB_VAGRANT_ARTIFACTS", KIT / "results" / "vagrant-test"))
+NICE = ["nice", "-n", "19"]
+
+
+def virsh(*args: str, check: bool = True) -> str:
+    r = subprocess.run(["virsh", "-q", "-c", URI, *args], capture_output=True, text=True)
+    if check and r.returncode != 0:
+        raise AssertionError(f"virsh {' '.join(args)}: {r.stderr.strip()}")
+    return r.stdout
+
+
+def names(out: str) -> set[str]:
+    return {line.split()[0] for line in out.splitlines() if line.strip()}
+
+
+def state() -> dict[str, set[str]]:
+    """Domains, networks, pools and the default pool's volumes."""
+    pools = names(virsh("pool-list", "--all", "--name"))
+    vols = set()
+    if "default" in pools:
+        virsh("pool-refresh", "default", check=False)
+        vols = names(virsh("vol-list", "default", check=False))
+    return {"domains": names(virsh("list", "--all", "--name")),
+            "networks": names(virsh("net-list", "--all", "--name")),
+            "pools": pools, "volumes": vols}
+
+
+def kvm_can_run() -> bool:
+    """vm/run.sh's verdict for this host kernel, when it has one; else whether /dev/kvm opens."""
+    from_run = Path(os.environ.get("CCLAB_VM_CACHE", Path.home() / ".cache" / "cclab-vm")) \
+        / f"kvm-verdict-{os.uname().release}"
+    if from_run.exists():
+        return from_run.read_text().strip() == "usable"
+    return os.access("/dev/kvm", os.R_OK | os.W_OK)
+
+
+def clean(text: str) -> str:
+    """Vagrant's output without its progress bars (carriage returns and erase-line codes)."""
+    text = re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", text)
+    return "\n".join(line.rsplit("\r", 1)[-1] for line in text.split("\n"))
+
+
+class Renicer(threading.Thread):
+    """Keeps every thread of the guest's QEMU at nice 19: another suite's timing must not suffer."""
+
+    def __init__(self, domain: str):
+        super().__init__(daemon=True)
+        self.pidfile = Path(f"/run/libvirt/qemu/{domain}.pid")
+        self.stop = threading.Event()
+
+    def run(self):
+        while not self.stop.wait(2):
+            try:
+                pid = int(self.pidfile.read_text())
+                for task in Path(f"/proc/{pid}/task").iterdir():
+                    if os.getpriority(os.PRIO_PROCESS, int(task.name)) < 19:
+                        os.setpriority(os.PRIO_PROCESS, int(task.name), 19)
+            except (OSError, ValueError):
+                pass
+
+
+class Lab:
+    """One clone, one VAGRANT_HOME, one box, one VM: what a student has after `vagrant up`."""
+
+    def __init__(self):
+        self.base = Path(tempfile.mkdtemp(prefix="cclab-vagrant-", dir="/var/tmp"))
+        # libvirt's QEMU runs as its own user: it reads the box's kernel in VAGRANT_HOME and the
+        # checkout (9p) through this folder.
+        self.base.chmod(0o755)
+        self.kit = self.base / NAME
+        self.box = f"cclab-test-{os.getpid()}"
+        self.env = dict(os.environ, VAGRANT_HOME=str(self.base / "vagrant.d"), CCLAB_BOX=self.box,
+                        CCLAB_LIBVIRT_DRIVER=os.environ.get("CCLAB_LIBVIRT_DRIVER")
+                        or ("kvm" if kvm_can_run() else "qemu"),
+                        VAGRANT_CHECKPOINT_DISABLE="1", VAGRANT_NO_COLOR="1")
+        self.env.pop("VAGRANT_CWD", None)
+        self.timings: dict[str, float] = {}
+        self.destroyed = False
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+
+    def run(self, step: str, cmd: list[str], timeout: float, cwd: Path | None = None,
+            check: bool = True) -> subprocess.CompletedProcess:
+        t0 = time.monotonic()
+        r = subprocess.run(cmd, cwd=cwd or self.kit, env=self.env, capture_output=True, text=True,
+                           timeout=timeout, stdin=subprocess.DEVNULL)
+        self.timings[step] = time.monotonic() - t0
+        log = clean(r.stdout) + ("\n--- stderr ---\n" + clean(r.stderr) if r.stderr.strip() else "")
+        (ARTIFACTS / f"{step}.log").write_text(f"$ {' '.join(cmd)}\n{log}\nexit {r.returncode}\n")
+        print(f"[vagrant-test] {step}: exit {r.returncode} after {self.timings[step]:.0f} s")
+        if check and r.returncode != 0:
+            raise AssertionError(f"{step} failed (exit {r.returncode}):\n{log[-4000:]}")
+        r.stdout, r.stderr = clean(r.stdout), clean(r.stderr)
+        return r
+
+    def vagrant(self, step: str, *args: str, timeout: float = 600, check: bool = True):
+        return self.run(step, [*NICE, "vagrant", *args], timeout, check=check)
+
+    def ssh(self, step: str, command: str, timeout: float = 600, check: bool = True):
+        return self.vagrant(step, "ssh", "-c", command, "--", "-q", timeout=timeout, check=check)
+
+
+def require(ok: bool, why: str):
+    if not ok:
+        pytest.fail(f"make test-vagrant cannot run here: {why}", pytrace=False)
+
+
+@pytest.fixture(scope="module")
+def lab():
+    require(os.geteuid() == 0, "it needs root (vm/vagrant-box.sh mounts the image; libvirt's system URI)")
+    for tool in ("vagrant", "virsh", "qemu-img", "git", "dnsmasq"):
+        require(shutil.which(tool) is not None, f"{tool} is not installed")
+    plugins = subprocess.run(["vagrant", "plugin", "list"], capture_output=True, text=True).stdout
+    require("vagrant-libvirt" in plugins, "the vagrant-libvirt plugin is not installed")
+    require(subprocess.run(["virsh", "-c", URI, "version"], capture_output=True).returncode == 0,
+            f"libvirtd does not answer on {URI}")
+    with socket.socket() as s:
+        require(s.connect_ex(("127.0.0.1", PORT)) != 0, f"port {PORT} on 127.0.0.1 is taken")
+    require(DOMAIN not in state()["domains"], f"a domain {DOMAIN} exists already")
+
+    lab = Lab()
+    lab.before = state()
+    renicer = Renicer(DOMAIN)
+    renicer.start()
+    try:
+        # A clean checkout: what the kit's repository has committed, nothing of this working tree.
+        lab.run("clone", ["git", "clone", "--quiet", str(KIT), str(lab.kit)], 300, cwd=lab.base)
+        lab.run("box-build", [*NICE, "vm/vagrant-box.sh", "--out", str(lab.base / "cclab.box")], 7200)
+        lab.vagrant("box-add", "box", "add", "--name", lab.box, str(lab.base / "cclab.box"))
+        (lab.base / "cclab.box").unlink()
+        lab.up = lab.vagrant("up", "up", "--provider=libvirt", timeout=5400, check=False)
+        yield lab
+    finally:
+        if not lab.destroyed and (lab.kit / ".vagrant").exists():
+            lab.vagrant("teardown-destroy", "destroy", "-f", check=False)
+        teardown(lab)
+        renicer.stop.set()
+        (ARTIFACTS / "timings.txt").write_text(
+            "".join(f"{k}\t{v:.0f} s\n" for k, v in lab.timings.items()))
+        shutil.rmtree(lab.base, ignore_errors=True)
+
+
+def teardown(lab: Lab):
+    """What the run added and destroy does not remove by design: the box, its base volume in the
+    pool, and the pool or network vagrant-libvirt created for it."""
+    if (lab.base / "vagrant.d").exists():
+        lab.vagrant("box-remove", "box", "remove", "--force", lab.box, check=False)
+    now = state()
+    for vol in now["volumes"] - lab.before["volumes"]:
+        if vol.startswith(lab.box + "_vagrant_box_image"):
+            virsh("vol-delete", "--pool", "default", vol, check=False)
+    for net in now["networks"] - lab.before["networks"]:
+        if net == "vagrant-libvirt":
+            virsh("net-destroy", net, check=False)
+            virsh("net-undefine", net, check=False)
+    if "default" in now["pools"] - lab.before["pools"]:
+        virsh("pool-refresh", "default", check=False)
+        if not names(virsh("vol-list", "default", check=False)):
+            virsh("pool-destroy", "default", check=False)
+            virsh("pool-undefine", "default", check=False)
+
+
+def test_1_provisioning_ends_with_the_jupyterlab_url(lab):
+    out = lab.up.stdout
+    assert lab.up.returncode == 0, f"vagrant up failed:\n{out[-4000:]}\n{lab.up.stderr[-2000:]}"
+    assert f"Domain type:       {lab.env['CCLAB_LIBVIRT_DRIVER']}" in out
+    lines = [line.strip().removeprefix("default:").strip() for line in out.splitlines()
+             if "[provision]" in line]
+    assert lines, f"no provisioning output:\n{out[-3000:]}"
+    assert lines[-1] == "[provision] done", lines[-5:]
+    m = URL_LINE.search(lines[-2])
+    assert m, f"the line before 'done' is not the JupyterLab URL: {lines[-2]!r}"
+    lab.token = m.group(1)
+    stored = lab.ssh("token", "sudo cat /etc/cclab/jupyter-token").stdout.strip()
+    assert stored == lab.token
+
+
+def get(path: str) -> int:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{PORT}{path}", timeout=30) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+
+
+def test_2_forwarded_port_answers_with_the_token_and_refuses_without(lab):
+    token = getattr(lab, "token", None)
+    assert token, "no token: provisioning did not print the URL"
+    assert get(f"/api/status?token={token}") == 200
+    assert get(f"/lab?token={token}") == 200
+    assert get("/api/status") == 403
+    assert get("/api/contents") == 403
+    assert get("/api/status?token=" + "0" * len(token)) == 403
+    # The forward listens on this host's loopback only.
+    listening = subprocess.run(["ss", "-Hltn", f"sport = :{PORT}"], capture_output=True,
+                               text=True).stdout
+    addrs = {line.split()[3].rsplit(":", 1)[0] for line in listening.splitlines() if line.strip()}
+    assert addrs and addrs <= {"127.0.0.1"}, listening
+
+
+EXPERIMENT = r'''
+set -eu
+id -un
+cd /kit/notebooks
+rm -rf "$HOME/vagrant-test"
+CCLAB_MODE=quick /opt/cclab/venv/bin/python3 -c '
+import os, labkit
+out = labkit.run_lab("lab1", "quick", root=os.path.expanduser("~/vagrant-test"), ccas=["cubic"])
+print("RESULTS", out)
+'
+find "$HOME/vagrant-test" -type f -name "*.csv" | head -n 3
+echo "OWNERS $(find "$HOME/vagrant-test" ! -user "$(id -un)" | wc -l)"
+'''
+
+
+def test_3_vagrant_ssh_runs_a_quick_experiment_as_the_vagrant_user(lab):
+    assert lab.up.returncode == 0, "vagrant up failed"
+    r = lab.ssh("experiment", EXPERIMENT, timeout=3600, check=False)
+    out = r.stdout
+    assert r.returncode == 0, f"the experiment failed (exit {r.returncode}):\n{out[-4000:]}\n{r.stderr[-3000:]}"
+    assert out.splitlines()[0].strip() == "vagrant", out[:200]
+    m = re.search(r"^RESULTS (\S+)$", out, re.M)
+    assert m and m.group(1).startswith("/home/vagrant/vagrant-test/"), out[-2000:]
+    assert re.search(r"\.csv$", out, re.M), f"no result tables:\n{out[-2000:]}"
+    assert "OWNERS 0" in out, "results not all owned by the vagrant user"
+    # The lab command ran each experiment (labkit's progress lines, one per experiment file).
+    for exp in ("lab1-loss", "lab1-wifi", "lab1-wired"):
+        assert f"lab1: {exp}:" in out, f"{exp} did not run:\n{out[-3000:]}"
+
+
+@pytest.mark.xfail(reason="libvirt's QEMU writes the 9p share as its own user (libvirt-qemu), which "
+                   "may not write the host's checkout: /kit/notebooks is then read-only in the VM",
+                   strict=False)
+def test_3b_the_vagrant_user_can_write_its_notebooks_in_kit(lab):
+    assert lab.up.returncode == 0, "vagrant up failed"
+    r = lab.ssh("kit-write", "touch /kit/notebooks/.cclab-write-test && rm /kit/notebooks/.cclab-write-test"
+                " && echo WRITABLE", check=False)
+    assert "WRITABLE" in r.stdout, (r.stdout + r.stderr).strip()[-500:]
+
+
+def test_4_destroy_leaves_nothing_behind(lab):
+    lab.vagrant("destroy", "destroy", "-f", timeout=600)
+    lab.destroyed = True
+    after = state()
+    assert DOMAIN not in after["domains"], after["domains"]
+    assert f"{DOMAIN}.img" not in after["volumes"], after["volumes"]
+    new_vols = after["volumes"] - lab.before["volumes"]
+    # Only the box's base volume may stay: vagrant-libvirt keeps it for the next `vagrant up`.
+    assert all(v.startswith(lab.box + "_vagrant_box_image") for v in new_vols), new_vols
+    # The management network vagrant-libvirt made for the VM goes with it.
+    assert after["networks"] == lab.before["networks"], (lab.before["networks"], after["networks"])
+    with socket.socket() as s:
+        assert s.connect_ex(("127.0.0.1", PORT)) != 0, "the port forward outlived the VM"
+    # After the box goes, libvirt is as it was before the test.
+    teardown(lab)
+    final = state()
+    for kind in ("domains", "networks", "volumes", "pools"):
+        assert final[kind] == lab.before[kind], (kind, lab.before[kind], final[kind])
