@@ -25,6 +25,9 @@ The grading process (trusted: it runs as the grading user and executes no studen
   * scores (`score_file`): a question's points are earned only when all of its hidden cases pass
     (the record check and the recomputation); the public cases (types, shapes) give feedback and
     are worth nothing.  A question without hidden cases is scored by its public ones.
+  * checks its copy of the results (grading/integrity.py: the record of every file the answers
+    read, cross-checks between the run's sources, the raw logs' digests for the class-wide
+    duplicate check) while the student process runs, and sends the findings with the grade,
   * writes the grade on a pipe only the parent reads.  Nothing the student process writes, to a
     file or a pipe, becomes a score: what it sends is data that the tests compare.
 The parent kills a student process that outlives its time limit (SIGKILL to its session), and
@@ -54,8 +57,10 @@ from pathlib import Path
 
 try:
     from grading import answers as _answers
+    from grading import integrity as _integrity
 except ImportError:                     # run from inside grading/
     import answers as _answers
+    import integrity as _integrity
 
 GRADER_LINE = ("grader.", "import otter", "grader =", "# Initialize Otter")
 
@@ -395,7 +400,7 @@ def score_file(tf) -> tuple[float, str]:
 
 
 def grading_process(tdir: Path, tests_dir: Path, inp: int, out: int, result_fd: int, memory_mb: int,
-            modules: set[str]) -> None:
+            modules: set[str], lab: str | None = None) -> None:
     """Runs in the forked grading process; never returns.  Writes one JSON message on result_fd."""
     code = 0
     try:
@@ -410,7 +415,11 @@ def grading_process(tdir: Path, tests_dir: Path, inp: int, out: int, result_fd: 
         os.dup2(devnull, 1)
         os.dup2(devnull, 2)
         _memo_csv_reads()
+        # the grader's own checks of the results (grading/integrity.py), while the student
+        # process runs its cells; the tables they read stay in the memo for the hidden tests
+        checks = _checks(tdir / "submission", lab)
         result = grade_answers(tests_dir, inp, out, modules)
+        result.update(checks)
     except BaseException as e:          # noqa: BLE001
         code = 4
         result = {"status": "error", "reason": one_line(f"the grader failed: {type(e).__name__}: {e}", 200)}
@@ -419,6 +428,17 @@ def grading_process(tdir: Path, tests_dir: Path, inp: int, out: int, result_fd: 
     except BaseException:               # noqa: BLE001
         code = 5
     os._exit(code)
+
+
+def _checks(sub: Path, lab: str | None) -> dict:
+    try:
+        found = _integrity.problems(sub, lab) if lab and sub.is_dir() else []
+        return {"integrity": [one_line(x, 300) for x in found[:20]] + (
+            [f"... and {len(found) - 20} more"] if len(found) > 20 else []),
+                "raw": _integrity.raw_digests(sub)}
+    except Exception as e:              # noqa: BLE001 -- a check that cannot run is a finding
+        return {"integrity": [one_line(f"the results could not be checked: {type(e).__name__}: {e}", 200)],
+                "raw": {}}
 
 
 def _memo_csv_reads() -> None:
@@ -588,7 +608,7 @@ class NotGradable(Exception):
 
 
 def run_all(jobs: list[tuple], tests_dir: Path, parallel: int, timeout: float,
-            memory_mb: int, user, files_dir: Path | None = None) -> dict[str, dict]:
+            memory_mb: int, user, files_dir: Path | None = None, lab: str | None = None) -> dict[str, dict]:
     """jobs: (student, work folder, the grading process's folder[, prepare]); `prepare()` is
     called just before the job starts and may raise NotGradable.  Returns {student: result}."""
     preload()
@@ -641,7 +661,7 @@ def run_all(jobs: list[tuple], tests_dir: Path, parallel: int, timeout: float,
             pid_b = os.fork()
             if pid_b == 0:
                 _close_others({b_in, b_out, res_w}, open_fds | mine)
-                grading_process(tdir, tests_dir, b_in, b_out, res_w, memory_mb, modules)
+                grading_process(tdir, tests_dir, b_in, b_out, res_w, memory_mb, modules, lab)
             for fd in (a_out, b_in, b_out, a_in, res_w):
                 os.close(fd)
             open_fds.add(res_r)

@@ -344,7 +344,7 @@ def grade_fast(entries: list[Path], autograder: Path, jobs: int, timeout: float,
             work, tdir = scratch / "work" / token, scratch / "trusted" / token
             todo.append((r.student, work, tdir, lambda e=e, work=work, tdir=tdir: prepare(e, work, tdir)))
         os.chmod(scratch / "work", 0o711)
-        done = fastgrade.run_all(todo, ag / "tests", jobs, timeout, memory_mb, who, ag / "files")
+        done = fastgrade.run_all(todo, ag / "tests", jobs, timeout, memory_mb, who, ag / "files", lab)
         # every process is gone: the tests may be read here now, to know which read the results
         measured = {p.stem for p in (ag / "tests").glob("*.py")
                     if integrity.reads_results(p.read_text(errors="replace"))}
@@ -352,9 +352,14 @@ def grade_fast(entries: list[Path], autograder: Path, jobs: int, timeout: float,
         for student, res in done.items():
             r = results[student]
             r.seconds = res.get("seconds", 0.0)
-            sub = tdirs[student] / "submission"      # the copy taken before any student code ran
-            r.raw = integrity.raw_digests(sub)
-            found = integrity.problems(sub, lab) if lab and sub.is_dir() else []
+            # the grading process checked its copy of the results, taken before any student code
+            # ran (grading/integrity.py); when it sent nothing (a time limit), the parent does
+            if "integrity" in res:
+                found, r.raw = list(res["integrity"]), dict(res.get("raw") or {})
+            else:
+                sub = tdirs[student] / "submission"
+                found = integrity.problems(sub, lab) if lab and sub.is_dir() else []
+                r.raw = integrity.raw_digests(sub) if sub.is_dir() else {}
             if found:
                 r.flags.append("results fail the cross-checks: " + found[0]
                                + (f" (and {len(found) - 1} more)" if len(found) > 1 else ""))
@@ -490,7 +495,7 @@ def grade_all(submissions: Path, autograder: Path, out: Path, jobs: int = 2,
               timeout: float = 120, memory_mb: int = 2048, user: str | None = "nobody",
               lab: str | None = None, engine: str = "fast", progress=None,
               roster: Path | None = None, only: list[str] | None = None,
-              deadline: str | None = None) -> list[Result]:
+              deadline: str | None = None, duplicates: str | None = None) -> list[Result]:
     """Grade every entry of `submissions` (or the students in `only`: the other rows of an earlier
     grading into `out` are kept) and write the outputs.  Returns the results graded now."""
     autograder = Path(autograder).resolve()
@@ -517,6 +522,10 @@ def grade_all(submissions: Path, autograder: Path, out: Path, jobs: int = 2,
             raise SystemExit(f"grade: --deadline {deadline!r} is not a date (use 2026-03-01T23:59:00Z)")
         settings["deadline"] = deadline
     settings["lab"] = lab
+    if duplicates is not None:
+        if duplicates not in ("flag", "zero"):
+            raise SystemExit(f"grade: duplicates={duplicates!r} (flag or zero)")
+        settings["duplicates"] = duplicates
     who = _sandbox_user(user)
     if engine == "fast":
         results = grade_fast(entries, autograder, jobs, timeout, memory_mb, who, lab)
@@ -534,7 +543,8 @@ def grade_all(submissions: Path, autograder: Path, out: Path, jobs: int = 2,
     merged = dict(previous)
     merged.update({r.student: r for r in results})
     save_state(out, settings, merged)
-    write_outputs(list(merged.values()), out, lab, deadline=settings.get("deadline"))
+    write_outputs(list(merged.values()), out, lab, deadline=settings.get("deadline"),
+                  duplicates=settings.get("duplicates", "flag"))
     if progress:
         for r in results:
             progress(f"{r.student}: {r.score:g}/{r.possible:g} {r.status} {r.reason}")
@@ -558,7 +568,8 @@ def manual_scores(out: Path) -> tuple[dict, dict]:
 POINTS_ROW = "(points possible)"
 
 
-def write_outputs(results: list[Result], out: Path, lab: str, deadline: str | None = None) -> None:
+def write_outputs(results: list[Result], out: Path, lab: str, deadline: str | None = None,
+                  duplicates: str = "flag") -> None:
     """gradebook.csv (a column per question, autograded and manual), canvas.csv, gradescope.csv,
     report.txt (roster and duplicate findings) and feedback/<student>.txt, from `results`, the
     roster kept in `out` and the manual scores merged into `out`."""
@@ -594,7 +605,7 @@ def write_outputs(results: list[Result], out: Path, lab: str, deadline: str | No
             named = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")
             flags.append(f"duplicate raw logs: the same raw files as {named} (for review)")
             report.append(f"duplicate raw logs: {r.student} shares raw files with {named}")
-            for t in r.measured:
+            for t in (r.measured if duplicates == "zero" else []):
                 if eff.get(t):
                     eff[t], why[t] = 0.0, f"raw logs identical to another student's ({named})"
         if roster is not None and r.student not in roster:
@@ -666,6 +677,9 @@ def main(argv=None) -> int:
                     "email, sis_id, section, deadline")
     ap.add_argument("--only", nargs="+", metavar="STUDENT",
                     help="regrade these students only; the other rows of OUT are kept")
+    ap.add_argument("--zero-duplicates", action="store_true",
+                    help="score 0 the measured answers of every submission whose raw logs are the "
+                         "same as another's (default: flag both for review, scores unchanged)")
     ap.add_argument("--deadline", help="e.g. 2026-03-01T23:59:00Z: late_hours from the file times "
                     "(a roster's deadline column wins)")
     a = ap.parse_args(argv)
@@ -675,7 +689,8 @@ def main(argv=None) -> int:
         raise SystemExit(f"grade: no autograder zip {a.autograder}")
     grade_all(Path(a.submissions), Path(a.autograder), Path(a.out), a.jobs, a.timeout,
               a.memory_mb, a.user, engine=a.engine, progress=print,
-              roster=Path(a.roster) if a.roster else None, only=a.only, deadline=a.deadline)
+              roster=Path(a.roster) if a.roster else None, only=a.only, deadline=a.deadline,
+              duplicates="zero" if a.zero_duplicates else None)
     print(f"gradebook: {Path(a.out) / 'gradebook.csv'}")
     return 0
 

@@ -186,7 +186,7 @@ def merge(scores: Path, out: Path) -> Path:
             w.writerow([s] + [f"{merged[s][q]:g}" if q in merged[s] else "" for q in allq])
     tmp.replace(out / grade.MANUAL)
     grade.write_outputs(list(results.values()), out, settings.get("lab") or meta["lab"],
-                        deadline=settings.get("deadline"))
+                        deadline=settings.get("deadline"), duplicates=settings.get("duplicates", "flag"))
     return out / grade.MANUAL
 
 

@@ -301,17 +301,25 @@ def test_copied_synthetic_and_rehashed_submissions_score_zero_for_what_they_fake
     scale_flow(subs / "physics" / "submission", "lab1-wired", "reno", 1.25, intervals=True, ss=True)
     assert labkit.verify("lab1", subs / "physics" / "submission") == []
     out = tmp_path / "graded"
-    grade.grade_all(subs, dist["zip"], out, jobs=2, timeout=60)
+    grade.grade_all(subs, dist["zip"], out, jobs=2, timeout=60, duplicates="zero")
     g = rows(out)
     fb = {s: (out / "feedback" / f"{s}.txt").read_text() for s in g}
     assert float(g["genuine"]["score"]) == FULL and not g["genuine"]["flags"], fb["genuine"]
 
-    # copied: both named, both flagged for review, the measured answers 0 for both
+    # copied, with --zero-duplicates: both named, both flagged for review, their measured answers 0
     for a, b in (("copier", "honest"), ("honest", "copier")):
         assert f"duplicate raw logs: the same raw files as {b}" in g[a]["flags"]
         assert float(g[a]["score"]) == 0 and all(float(g[a][q]) == 0 for q in MEASURED)
         assert f"q5: now 0 -- raw logs identical to another student's ({b})" in fb[a]
     assert "copier shares raw files with honest" in (out / "report.txt").read_text()
+    # the default policy flags both for review and leaves the scores to the instructor
+    settings, graded = grade.load_state(out)
+    assert settings["duplicates"] == "zero"
+    grade.write_outputs(list(graded.values()), out, "lab1")
+    flagged = rows(out)
+    for a, b in (("copier", "honest"), ("honest", "copier")):
+        assert f"duplicate raw logs: the same raw files as {b}" in flagged[a]["flags"]
+        assert float(flagged[a]["score"]) == FULL
 
     expect = {"synthetic": "is not iperf3's output (no intervals, no timestamp): a synthetic run",
               "rehashed": "iperf.csv's sender bytes",
