@@ -503,7 +503,9 @@ def grade_all(submissions: Path, autograder: Path, out: Path, jobs: int = 2,
     lab = lab or autograder.name.split("-autograder")[0]
     entries = sorted(p for p in Path(submissions).iterdir()
                      if p.is_dir() or p.suffix == ".zip")
-    settings, previous = load_state(out) if only else ({}, {})
+    settings, previous = load_state(out)        # the roster, deadline and policy stay
+    if not only:
+        previous = {}                           # the whole class is graded again
     if only:
         names = {_entry_name(e) for e in entries}
         missing = [s for s in only if s not in names]

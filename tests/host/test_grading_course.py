@@ -179,6 +179,12 @@ def test_roster_late_regrade_manual_packet_and_lms_files(dist, tmp_path):
     with pytest.raises(SystemExit) as e:
         grade.grade_all(subs, dist["zip"], out, only=["zed"])
     assert "no submission named 'zed'" in one_line_exit(e)
+    # the whole class again: the roster, the deadline and every manual score are kept
+    grade.grade_all(subs, dist["zip"], out, jobs=2, timeout=60)
+    g = rows(out)
+    assert float(g["alice"]["q4"]) == 2 and float(g["bob"]["q4"]) == 1 and float(g["alice"]["q9"]) == 2
+    assert float(g["bob"]["late_hours"]) == 0.0 and float(g["alice"]["late_hours"]) == pytest.approx(8.0, abs=0.01)
+    assert g["carol"]["status"] == "missing" and float(g["bob"]["q5"]) == 0
 
 
 def run_gradescope(gs_zip: Path, root: Path, notebook: Path, results: Path | None = None,
