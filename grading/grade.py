@@ -609,7 +609,8 @@ def write_outputs(results: list[Result], out: Path, lab: str, deadline: str | No
             report.append(f"duplicate raw logs: {r.student} shares raw files with {named}")
             for t in (r.measured if duplicates == "zero" else []):
                 if eff.get(t):
-                    eff[t], why[t] = 0.0, f"raw logs identical to another student's ({named})"
+                    # (the student's feedback does not name the other: the gradebook does)
+                    eff[t], why[t] = 0.0, "raw logs identical to another student's (for review)"
         if roster is not None and r.student not in roster:
             flags.append("not on the roster")
         info = (roster or {}).get(r.student, {})
@@ -654,6 +655,9 @@ def write_outputs(results: list[Result], out: Path, lab: str, deadline: str | No
     for r, info, eff, why, flags, late, man, auto, total in rows:
         head = f"{lab}: {total:g}/{full:g}" + (f"\n{r.status}: {r.reason}" if r.reason else "")
         extra = [f"{t}: now 0 -- {w_}" for t, w_ in why.items()]
+        extra += [f"flagged: {f_}" for f_ in r.flags]          # the checks' findings (no names)
+        if r.student in dups:
+            extra.append("flagged: raw logs identical to another student's, for review")
         if late and float(late) > 0:
             extra.append(f"handed in {late} h after the deadline")
         manual_txt = ("\n".join(f"{q}: {man[q]:g}/{maxima[q]:g} (graded by hand)" for q in maxima if q in man)
