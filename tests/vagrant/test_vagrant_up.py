@@ -184,6 +184,9 @@ def lab():
 def teardown(lab: Lab):
     """What the run added and destroy does not remove by design: the box, its base volume in the
     pool, and the pool or network vagrant-libvirt created for it."""
+    if getattr(lab, "torn_down", False):
+        return
+    lab.torn_down = True
     if (lab.base / "vagrant.d").exists():
         lab.vagrant("box-remove", "box", "remove", "--force", lab.box, check=False)
     now = state()
@@ -227,6 +230,20 @@ def get(path: str) -> int:
 def test_2_forwarded_port_answers_with_the_token_and_refuses_without(lab):
     token = getattr(lab, "token", None)
     assert token, "no token: provisioning did not print the URL"
+    # Provisioning prints the URL as soon as it has restarted the unit; JupyterLab takes a while
+    # longer to listen (under emulation, tens of seconds).  Until then the forward resets.
+    t0, last = time.monotonic(), None
+    while time.monotonic() - t0 < 300:
+        try:
+            get(f"/api/status?token={token}")
+            break
+        except (ConnectionError, urllib.error.URLError, socket.timeout) as e:
+            last = e
+            time.sleep(3)
+    else:
+        pytest.fail(f"JupyterLab did not answer on 127.0.0.1:{PORT} within 300 s: {last!r}")
+    lab.timings["jupyter-answers"] = time.monotonic() - t0
+    print(f"[vagrant-test] JupyterLab answered {lab.timings['jupyter-answers']:.0f} s after provisioning")
     assert get(f"/api/status?token={token}") == 200
     assert get(f"/lab?token={token}") == 200
     assert get("/api/status") == 403
