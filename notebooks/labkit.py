@@ -151,14 +151,34 @@ def experiment_files(lab: str, run_mode: str) -> list[Path]:
     return files
 
 
+MODULES_DIR = Path("/lib/modules")
+
+
 def offered_ccas(candidates) -> list[str]:
-    """Congestion controls the kernel offers, after trying to load each candidate module."""
+    """Congestion controls the kernel offers, after trying to load each candidate module.  Not
+    as root, a candidate whose module the running kernel has counts too: the lab command loads
+    it, as root, when the run needs it (the engine's ensure_ccas)."""
     have = set(_available())
     for c in candidates:
         if c not in have and os.geteuid() == 0:
             subprocess.run(["modprobe", f"tcp_{c}"], capture_output=True)
     have = set(_available())
+    if os.geteuid() != 0:
+        have |= {c for c in candidates if _has_module(f"tcp_{c}")}
     return [c for c in candidates if c in have]
+
+
+def _has_module(name: str) -> bool:
+    """Whether the running kernel has module `name`, built in or loadable (modules.dep)."""
+    d = MODULES_DIR / os.uname().release
+    for index in ("modules.builtin", "modules.dep"):
+        try:
+            lines = (d / index).read_text().splitlines()
+        except OSError:
+            continue
+        if any(line.split(":", 1)[0].rsplit("/", 1)[-1].split(".ko", 1)[0] == name for line in lines):
+            return True
+    return False
 
 
 def _available() -> list[str]:

@@ -129,3 +129,18 @@ def test_the_lab_command_refuses_bad_input_in_one_line(argv, why):
 def test_the_lab_command_parses_good_input():
     assert lab_command.parse(["lab2", "full", "/home/lab/s", "--ccas", "cubic,bbr"]) == (
         "lab2", "full", Path("/home/lab/s"), ["cubic", "bbr"])
+
+
+def test_not_root_a_module_the_kernel_has_is_offered(tmp_path, monkeypatch):
+    """Lab 2's candidates as the lab user: loaded ones, and those the kernel can load (the lab
+    command loads them as root when the run needs them); not one the kernel lacks."""
+    rel = tmp_path / os.uname().release
+    rel.mkdir()
+    (rel / "modules.dep").write_text("kernel/net/ipv4/tcp_westwood.ko.xz:\n"
+                                     "kernel/net/ipv4/tcp_bbr.ko.xz:\n")
+    (rel / "modules.builtin").write_text("kernel/net/ipv4/tcp_cubic.ko\n")
+    monkeypatch.setattr(labkit, "MODULES_DIR", tmp_path)
+    monkeypatch.setattr(labkit, "_available", lambda: ["reno", "cubic"])
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    assert labkit.offered_ccas(["bbr", "cubic", "westwood", "nosuch", "reno"]) == [
+        "bbr", "cubic", "westwood", "reno"]
