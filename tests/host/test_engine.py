@@ -361,13 +361,16 @@ def test_cleanup_waits_for_servers_then_reports_one_it_must_kill(monkeypatch):
     began = time.monotonic()
     r = _run_with([("iperf3 server 1", quick), ("iperf3 client 1", client)], [client])
     r._let_servers_finish()
-    assert quick.poll() == 0 and r.errors == [] and time.monotonic() - began < 1.4
+    print(f"a server that ends within the grace: waited {time.monotonic() - began:.2f} s")
+    assert quick.poll() == 0 and r.errors == []             # it ended by itself, not killed
     stuck = subprocess.Popen(["sleep", "30"])
     try:
         r = _run_with([("iperf3 server 1", stuck), ("iperf3 client 1", client)], [client])
         began = time.monotonic()
         r._let_servers_finish()
-        assert 1.4 < time.monotonic() - began < 3
+        print(f"a server stuck past the grace: waited {time.monotonic() - began:.2f} s")
+        assert stuck.poll() is None                     # it returned without waiting it out
+        assert len(r.errors) == 1 and "1.5 s after every client finished" in r.errors[0]
         assert len(r.errors) == 1 and r.errors[0].startswith("iperf3 server 1 still waiting")
         assert "intervals of those flows are lost" in r.errors[0]
         # a server whose client failed is not waited for (the client's failure is the error)
@@ -376,13 +379,15 @@ def test_cleanup_waits_for_servers_then_reports_one_it_must_kill(monkeypatch):
         r = _run_with([("iperf3 server 1", stuck), ("iperf3 client 1", failed)], [failed])
         began = time.monotonic()
         r._let_servers_finish()
-        assert r.errors == [] and time.monotonic() - began < 0.5
+        print(f"not waited for: returned in {time.monotonic() - began:.2f} s")
+        assert r.errors == []               # a wait through the grace would report the server
         # an interrupted run (a client still running) does not wait at all
         running = subprocess.Popen(["sleep", "30"])
         r = _run_with([("iperf3 server 1", stuck)], [running])
         began = time.monotonic()
         r._let_servers_finish()
-        assert r.errors == [] and time.monotonic() - began < 0.5
+        print(f"not waited for: returned in {time.monotonic() - began:.2f} s")
+        assert r.errors == []               # a wait through the grace would report the server
         running.kill()
         running.wait()
     finally:
@@ -427,8 +432,8 @@ def test_cleanup_lets_a_capture_catch_up_before_stopping_it(tmp_path, monkeypatc
         r.raw = pcap.parent
         began = time.monotonic()
         r._let_captures_catch_up()
-        took = time.monotonic() - began
-        assert pcap.read_text().count("x") == 10 and 1.0 < took < 2.5 and r.warnings == []
+        print(f"capture caught up in {time.monotonic() - began:.2f} s")
+        assert pcap.read_text().count("x") == 10 and r.warnings == []
     finally:
         writer.kill()
         writer.wait()
@@ -439,7 +444,8 @@ def test_cleanup_lets_a_capture_catch_up_before_stopping_it(tmp_path, monkeypatc
         r.raw = pcap.parent
         began = time.monotonic()
         r._let_captures_catch_up()
-        assert 2.9 < time.monotonic() - began < 4 and "still growing" in r.warnings[0]
+        print(f"a capture that never settles: stopped after {time.monotonic() - began:.2f} s")
+        assert endless.poll() is None and "still growing" in r.warnings[0]
     finally:
         endless.kill()
         endless.wait()

@@ -195,10 +195,16 @@ class _Node:
 def test_run_in_all_runs_side_by_side_keeps_order_and_raises_the_first_failure_after_all_end(tmp_path):
     import time
     a, b = _Node("cc-a"), _Node("cc-b")
+    # side by side, shown by behaviour: the first job waits (a bounded number of polls) for a
+    # file the second one makes, so run one after the other it would say "alone"
+    flag = tmp_path / "second-started"
     t = time.monotonic()
-    outs = topo.run_in_all([(a, ["sh", "-c", "sleep 0.5; echo one"], None, True),
-                            (b, ["sh", "-c", "sleep 0.5; echo two"], None, True)])
-    assert outs == ["one\n", "two\n"] and time.monotonic() - t < 0.9
+    outs = topo.run_in_all([(a, ["sh", "-c", f"i=0; while [ ! -e {flag} ] && [ $i -lt 400 ]; do "
+                                 f"sleep 0.05; i=$((i+1)); done; [ -e {flag} ] && echo one || echo alone"],
+                             None, True),
+                            (b, ["sh", "-c", f"touch {flag}; echo two"], None, True)])
+    print(f"two jobs side by side: {time.monotonic() - t:.2f} s")
+    assert outs == ["one\n", "two\n"]
     late = tmp_path / "late"
     with pytest.raises(topo.CommandFailed) as e:
         topo.run_in_all([(a, ["sh", "-c", "echo bad >&2; exit 3"], "first job", True),
