@@ -23,11 +23,8 @@ FULL = 16.0          # lab 1's autograded points
 
 
 @pytest.fixture(scope="module")
-def dist(tmp_path_factory):
-    out = tmp_path_factory.mktemp("dist")
-    d = build.build("lab1", out)
-    return {"dir": d, "zip": build.autograder_zip(d), "master": d / "autograder" / "lab1.ipynb",
-            "student": d / "student" / "lab1.ipynb"}
+def dist(lab1_dist):
+    return lab1_dist
 
 
 def edited_notebook(src: Path, dest: Path, edits: dict) -> Path:
