@@ -21,7 +21,7 @@ KIT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(KIT))
 sys.path.insert(0, str(KIT / "notebooks"))
 
-from grading import answers, build, fastgrade, fixtures, grade, points  # noqa: E402
+from grading import answers, fastgrade, fixtures, grade, points  # noqa: E402
 
 FULL = 16.0          # lab 1's autograded points
 MARKER = "_labkit" + "_check"      # in lab 1's hidden tests (a scan counts longer strings holding it)
