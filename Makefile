@@ -31,12 +31,20 @@ vm-image:
 	vm/build-image.sh
 
 # The in-VM suite runs its tests not marked nightly; test-nightly runs the others (the README
-# names them).  Each prints its durations.
+# names them).  Each prints its durations.  What needs no guest is done on the host around it:
+# the autograders are built before it boots (DIST), and the lab runs the guest keeps (VM_RUNS,
+# a new folder each time) are graded and made into the scorecard after it stops (tests/vmruns).
 VM_PYTEST = python3 -m pytest -v -p no:cacheprovider --durations=25
+DIST = build/dist
+VM_RUNS := build/vm-runs/$(shell date -u +%Y%m%d-%H%M%S)
 vm-test: vm-image
 	$(PYTHON) -m pytest -v -p no:cacheprovider tests/vmhost
-	vm/run.sh --timeout $(VM_TIMEOUT) -- sh -c 'vm/guest-diag.sh start; \
+	$(PYTHON) grading/build.py lab1 lab2 lab3 lab4 --out $(DIST)
+	mkdir -p $(VM_RUNS)
+	vm/run.sh --timeout $(VM_TIMEOUT) --env CCLAB_DIST=/kit/$(DIST) --env CCLAB_LABS_KEEP=/kit/$(VM_RUNS) \
+	  -- sh -c 'vm/guest-diag.sh start; \
 	  $(VM_PYTEST) -m "not nightly" tests/vm; rc=$$?; vm/guest-diag.sh report; exit $$rc'
+	CCLAB_VM_RUNS=$(VM_RUNS) CCLAB_DIST=$(DIST) $(PYTHON) -m pytest -v -p no:cacheprovider tests/vmruns
 
 vm-test-nightly: vm-image
 	vm/run.sh --timeout $(VM_TIMEOUT) -- sh -c 'vm/guest-diag.sh start; \

@@ -9,12 +9,3 @@ def pytest_collection_modifyitems(config, items):
     if os.geteuid() != 0 or not os.path.exists("/run/cclab-ctl") and not os.environ.get("CCLAB_IN_VM"):
         raise pytest.UsageError(
             "tests/vm runs inside the lab VM as root: use 'make test' or 'vm/run.sh -- pytest tests/vm'")
-
-
-@pytest.fixture(scope="session", autouse=True)
-def kept_lab_runs(tmp_path_factory):
-    """Where the lab notebook tests keep their quick-mode runs (lab_notebooks.py) for
-    test_scorecard.py: CCLAB_LABS_KEEP if set, else a folder of this session."""
-    if not os.environ.get("CCLAB_LABS_KEEP"):
-        os.environ["CCLAB_LABS_KEEP"] = str(tmp_path_factory.mktemp("kept-runs"))
-    return os.environ["CCLAB_LABS_KEEP"]

@@ -1,9 +1,9 @@
 """Labs 1 and 2 in the lab VM, as the lab user (experiments through its one sudo command): each
 master notebook runs headless in quick mode and passes every public and hidden test cell (a
 failing assert stops nbclient) (lab_notebooks.py).
-Then lab 1's real run goes through the instructor pipeline: grading/build.py makes the
-autograder, grading/grade.py grades the run as the unprivileged user `nobody` with a time and
-memory limit -- the master with its answers gets full marks, the same results with numbers
+Then lab 1's real run goes through the instructor pipeline: grading/build.py's autograder
+(built on the host before the guest booted, lab_notebooks.autograder), grading/grade.py grading
+the run in the guest as the unprivileged user `nobody` with a time and memory limit -- the master with its answers gets full marks, the same results with numbers
 edited after the run fail the recompute tests, and a probe cell shows who ran it and the limits.
 The notebooks run in scratch folders, so their results do not land in the checkout."""
 
@@ -20,15 +20,15 @@ import nbformat
 import pandas as pd
 import pytest
 
-from lab_notebooks import KIT, run_master
+from lab_notebooks import KIT, autograder, run_master
 
 LAB1_POINTS = 16.0        # lab 1's autograded points
 RUNS: dict[str, Path] = {}
 
 
 @pytest.mark.parametrize("lab", ["lab1", "lab2"])
-def test_master_runs_in_quick_mode_and_passes_its_tests(lab, tmp_path_factory):
-    nb = run_master(lab, tmp_path_factory.mktemp(lab), hidden_at_least=8)
+def test_master_runs_in_quick_mode_and_passes_its_tests(lab):
+    nb = run_master(lab, hidden_at_least=8)
     RUNS[lab] = Path(nb.metadata["cclab_work"])
 
 
@@ -49,7 +49,7 @@ def test_grading_a_real_run_as_an_unprivileged_user(tmp_path):
     # grading as `nobody` needs a Python it can run (the image's venv): no fallback to root here
     assert grade._sandbox_user("nobody") is not None, f"nobody cannot run {sys.executable} with otter"
     real = RUNS["lab1"]
-    dist = build.build("lab1", tmp_path / "dist")
+    dist = autograder("lab1", tmp_path)
     master = dist / "autograder" / "lab1.ipynb"
     subs = tmp_path / "subs"
     # the notebook the run executed (answers and all) with its results
