@@ -1,7 +1,7 @@
 # The kit's build and test entry points. `make test` is the full suite (host, then the lab VM);
 # `make check` is the fast host-only subset.
 PYTHON ?= python3
-VM_TIMEOUT ?= 3900
+VM_TIMEOUT ?= 4500
 
 .PHONY: student-release check test host-tests kmod-test kmod-build vm-image vm-test vm-test-nightly test-student \
 	test-nightly scorecard clean help
