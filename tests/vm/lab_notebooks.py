@@ -62,7 +62,7 @@ def _run_batch() -> dict:
     """Run every lab's master in one grading/run_master.py process as the lab user, the first
     time a lab test asks: nbclient's imports alone take about 45 s under software emulation, once
     instead of once a lab.  Each lab still runs in its own folder with its own kernel, and a lab
-    that fails does not stop the next.  Returns {lab: (folder, seconds or None, error line),
+    that fails does not stop the next.  Returns {lab: (folder, seconds or None, error line or None, its progress lines),
     "namespaces": (before, after)}."""
     if _BATCH:
         return _BATCH
@@ -140,6 +140,4 @@ def autograder(lab: str, tmp: Path) -> Path:
     booted (CCLAB_DIST), else one built here."""
     from grading import build
     dist = os.environ.get("CCLAB_DIST")
-    if dist and (Path(dist) / lab / "autograder").is_dir():
-        return Path(dist) / lab
-    return build.build(lab, tmp / "dist")
+    return build.built(lab, Path(dist) if dist else None, tmp / "dist")
