@@ -122,12 +122,16 @@ def load_all(run_dir) -> dict:
     return {name: load(run_dir, name) for name in TABLES}
 
 
+SUPERSEDED = ".superseded-"      # a run made again (runner.RERUNS): kept, but not one of the runs
+
+
 def runs(path) -> list[Path]:
-    """Run folders under `path` (a run folder, an experiment folder or a results folder)."""
+    """Run folders under `path` (a run folder, an experiment folder or a results folder); runs
+    that were made again (<folder>.superseded-<k>) only when `path` names one."""
     path = Path(path)
     if (path / "manifest.json").exists():
         return [path]
-    return sorted(p.parent for p in path.rglob("manifest.json"))
+    return sorted(p.parent for p in path.rglob("manifest.json") if SUPERSEDED not in p.parent.name)
 
 
 def load_runs(path, table: str = "flows", complete_only: bool = True):

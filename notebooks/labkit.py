@@ -318,6 +318,18 @@ def _fidelity(run_dir: Path) -> None:
     fidelity.write_verdict(run_dir, fidelity.Thresholds(**run_thresholds(m.get("profile") or {})))
 
 
+def untrusted(run_dir: Path) -> str | None:
+    """Why a run's fidelity verdict does not trust it, or None: the lab commands hand this to
+    runner.run, which makes such a run again (a starved emulator is not the student's doing)."""
+    _fidelity(run_dir)
+    fid = _manifest(run_dir).get("fidelity")
+    if not fid or fid.get("ok"):
+        return None
+    return "fidelity verdict: " + ", ".join(
+        f"{c['name']}" + (f" ({c['direction']})" if c.get("direction") else "")
+        for c in fid.get("checks") or [] if c.get("ok") is False) or "fidelity verdict not OK"
+
+
 def run_lab(lab: str, run_mode: str | None = None, root=None, ccas=None, progress=print) -> Path:
     """Run (or, when results exist or CCLAB_REPLAY=1, load) every experiment of a lab."""
     def experiments(out: Path) -> list[Path]:
@@ -327,9 +339,8 @@ def run_lab(lab: str, run_mode: str | None = None, root=None, ccas=None, progres
             exp = _load_experiment(path, ccas)
             if progress:
                 progress(f"{lab}: {exp.name}: {len(exp.flows)} flow(s), {exp.repetitions} repetition(s)")
-            for d in runner.run(exp, out=out, progress=progress):
+            for d in runner.run(exp, out=out, progress=progress, judge=untrusted):
                 _tsg(d)
-                _fidelity(d)
                 dirs.append(d)
         return dirs
 

@@ -19,7 +19,9 @@ Checks, per direction that carries data:
                    serialisation time (capture if given, else qdisc counters)
 and once per run:
   run_complete, idle_rtt (ping before the first flow vs configured RTT),
-  cpu_headroom (cpu.csv: no CPU busy above 90 % for most of the run).
+  cpu_headroom (cpu.csv: no CPU busy above 90 % for most of the run),
+  link_changes (only where the link changed: changes.csv's every change in force within
+  0.25 s of its planned instant; a starved engine applies a trace or a handover late).
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ class Thresholds:
     queue_slack_ms: float = 2.0         # timing noise allowance for the RTT-implied queue
     spacing_tol: float = 0.10           # qdisc-based spacing: |measured/ideal - 1|
     spacing_tol_capture: float = 0.5    # capture-based (per-ACK median) spacing
+    change_late_max: float = 0.25       # s a link change may come after its planned instant
 
 
 def _check(name, ok, measured, expected, reason, direction=None, unit=None, **extra):
@@ -441,6 +444,19 @@ def check_complete(run):
                   "the run finished" if ok else f"the run is {st}: {run.manifest.get('error')}")
 
 
+def check_link_changes(run, th: Thresholds):
+    expected = f"every link change within {th.change_late_max:g} s of its planned instant"
+    ch = run.table("changes")
+    late = (pd.to_numeric(ch["t_applied"]) - pd.to_numeric(ch["t_planned"])).abs()
+    worst = int(late.idxmax())
+    val = float(late.max())
+    ok = val <= th.change_late_max
+    return _check("link_changes", ok, val, expected,
+                  f"{len(ch)} changes, {late.median() * 1000:.0f} ms late (median), "
+                  f"{val * 1000:.0f} ms at most (planned at {float(ch['t_planned'][worst]):.2f} s)"
+                  + ("" if ok else ": the emulator did not keep the link's timeline"), unit="s")
+
+
 # ---------------------------------------------------------------- the verdict
 
 def verdict(run, thresholds: Thresholds | None = None) -> dict:
@@ -448,6 +464,8 @@ def verdict(run, thresholds: Thresholds | None = None) -> dict:
     run = run if isinstance(run, RunData) else RunData(run)
     th = thresholds or Thresholds()
     checks = [check_complete(run), check_idle_rtt(run, th), check_cpu(run, th)]
+    if len(run.table("changes")):                 # a time-varying link changed during the run
+        checks.append(check_link_changes(run, th))
     for d in run.data_directions():
         for fn in (check_rate_ceiling, check_rate_backlogged, check_link_limited, check_queue,
                    check_spacing):

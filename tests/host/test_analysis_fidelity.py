@@ -99,3 +99,21 @@ def test_a_stream_of_small_datagrams_on_the_wire_is_not_a_queue(tmp_path):
     for name in ("rate_backlogged", "packet_spacing"):
         assert v[name]["ok"] is True, v[name]["reason"]
     assert v["rate_backlogged"]["backlogged_s"] < 6.5          # the bulk flow's time only
+
+
+def test_link_changes_late_are_named(tmp_path):
+    """A time-varying link's changes: on time, or the verdict says they were not."""
+    d = synthetic.make_run(tmp_path / "r", ccas=("cubic",))
+    assert "link_changes" not in by_name(fidelity.verdict(d))       # a static link: no check
+    rows = [{"t_planned": t, "t_applied": t + late, "direction": "down", "rate_bps": 5e7,
+             "delay_s": 0.02, "loss_percent": 0.0, "why": "trace"}
+            for t, late in ((1.0, 0.002), (2.0, 0.004), (3.0, 0.001))]
+    results.write_table(d, "changes", rows)
+    c = by_name(fidelity.verdict(d))["link_changes"]
+    assert c["ok"] is True and c["measured"] == pytest.approx(0.004)
+    rows[1]["t_applied"] = 2.4
+    results.write_table(d, "changes", rows)
+    v = fidelity.verdict(d)
+    c = by_name(v)["link_changes"]
+    assert c["ok"] is False and v["ok"] is False and "link_changes" in v["failed"]
+    assert "400 ms at most (planned at 2.00 s)" in c["reason"], c["reason"]

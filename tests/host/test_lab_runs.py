@@ -144,3 +144,74 @@ def test_not_root_a_module_the_kernel_has_is_offered(tmp_path, monkeypatch):
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     assert labkit.offered_ccas(["bbr", "cubic", "westwood", "nosuch", "reno"]) == [
         "bbr", "cubic", "westwood", "reno"]
+
+
+# ---------------------------------------------------------------- untrusted runs made again
+
+class StandInRun:
+    """runner.Run's stand-in: execute() writes a complete run folder numbered by attempt."""
+    made = []
+
+    def __init__(self, exp, rep, out, stamp):
+        self.dir = Path(out) / exp.name / f"{stamp}-{rep}"
+        self.errors, self.warnings = [], []
+
+    def execute(self, modules):
+        self.dir.mkdir(parents=True)
+        StandInRun.made.append(self.dir)
+        (self.dir / "manifest.json").write_text(json.dumps(
+            {"status": "complete", "attempt": len(StandInRun.made)}))
+        return self.dir
+
+
+@pytest.fixture
+def stand_in(monkeypatch):
+    from cclab import measure, runner, spec
+    monkeypatch.setattr(runner, "Run", StandInRun)
+    monkeypatch.setattr(runner, "preflight", lambda exp: None)
+    monkeypatch.setattr(runner, "ensure_ccas", lambda exp: {})
+    monkeypatch.setattr(measure, "missing_events", lambda events: [])
+    StandInRun.made = []
+    return runner, spec.from_dict({"profile": "wired", "flow": [{"cca": "cubic", "duration": "1s"}]},
+                                  "again")
+
+
+def test_an_untrusted_run_is_made_again_and_the_first_kept(tmp_path, stand_in):
+    from cclab import results
+    runner, exp = stand_in
+    verdicts = iter(["fidelity verdict: cpu_headroom", None])
+    said = []
+    (d,) = runner.run(exp, out=tmp_path, progress=said.append, judge=lambda d: next(verdicts))
+    assert len(StandInRun.made) == 2
+    assert json.loads((d / "manifest.json").read_text())["attempt"] == 2
+    (old,) = [p for p in (tmp_path / "again").iterdir() if p != d]
+    assert old.name == d.name + ".superseded-1"
+    assert json.loads((old / "manifest.json").read_text()) == {
+        "status": "complete", "attempt": 1,
+        "superseded": {"attempt": 1, "why": "fidelity verdict: cpu_headroom"}}
+    assert any("not trusted (fidelity verdict: cpu_headroom); running it again, attempt 2 of 3"
+               in s and old.name in s for s in said), said
+    # a folder of runs lists the one kept, not the one it replaced
+    assert results.runs(tmp_path) == [d]
+
+
+def test_a_run_never_trusted_is_kept_after_the_last_attempt(tmp_path, stand_in):
+    runner, exp = stand_in
+    (d,) = runner.run(exp, out=tmp_path, judge=lambda d: "fidelity verdict: rate_backlogged (down)")
+    assert len(StandInRun.made) == 1 + runner.RERUNS
+    assert json.loads((d / "manifest.json").read_text())["attempt"] == 1 + runner.RERUNS
+    assert "superseded" not in json.loads((d / "manifest.json").read_text())
+    assert sorted(p.name for p in (tmp_path / "again").iterdir()) == sorted(
+        [d.name] + [f"{d.name}.superseded-{k}" for k in range(1, 1 + runner.RERUNS)])
+
+
+def test_untrusted_names_the_failed_checks(tmp_path):
+    d = tmp_path / "run"
+    d.mkdir()
+    checks = [{"name": "cpu_headroom", "ok": False}, {"name": "idle_rtt", "ok": True},
+              {"name": "rate_backlogged", "ok": False, "direction": "down"},
+              {"name": "queue", "ok": None, "direction": "up"}]
+    (d / "manifest.json").write_text(json.dumps({"fidelity": {"ok": False, "checks": checks}}))
+    assert labkit.untrusted(d) == "fidelity verdict: cpu_headroom, rate_backlogged (down)"
+    (d / "manifest.json").write_text(json.dumps({"fidelity": {"ok": True, "checks": checks[1:2]}}))
+    assert labkit.untrusted(d) is None
