@@ -282,6 +282,7 @@ class Run:
         self.clients: dict[int, tuple[object, float]] = {}   # flow -> (Popen, t_spawn)
         self.changes: list[dict] = []
         self.errors: list[str] = []               # any of these: the run is incomplete
+        self.handshake_lost: list[int] = []       # UDP flows whose iperf3 gave up unstarted
         self.warnings: list[str] = []
         self.net = None
         self.tracer = None
@@ -724,6 +725,9 @@ class Run:
             err = summ.pop("error")
             if err:
                 self.errors.append(f"flow {i}: iperf3: {err}")
+                if f.protocol == "udp" and measure.udp_never_started(
+                        measure.read_json(self.raw / f"iperf-{i}.json")):
+                    self.handshake_lost.append(i)
             flows.append({"flow": i, "cca": f.cca, "direction": f.direction, "pair": f.pair,
                           "sender": sender, "receiver": receiver, "port": exp.port(i - 1),
                           "protocol": f.protocol, "streams": f.streams, "start": f.start,
@@ -831,6 +835,11 @@ def run(exp: Experiment, out="results", quick: bool = False, progress=None, judg
             d = r.execute(modules)
             for w in r.warnings if progress else ():
                 progress(f"[run {rep}/{n}] warning: {w}")
+            if r.handshake_lost:
+                raise UdpHandshakeLost(
+                    f"run {rep}/{n} incomplete: {'; '.join(r.errors)}; UDP flow(s) "
+                    f"{', '.join(map(str, r.handshake_lost))} never sent data: the link lost "
+                    f"iperf3's handshake datagram or its reply; run the experiment again ({r.dir})")
             if r.errors:
                 raise RunError(f"run {rep}/{n} incomplete: {'; '.join(r.errors)} ({r.dir})")
             why = judge(d) if judge else None

@@ -154,7 +154,7 @@ class StandInRun:
 
     def __init__(self, exp, rep, out, stamp):
         self.dir = Path(out) / exp.name / f"{stamp}-{rep}"
-        self.errors, self.warnings = [], []
+        self.errors, self.warnings, self.handshake_lost = [], [], []
 
     def execute(self, modules):
         self.dir.mkdir(parents=True)
