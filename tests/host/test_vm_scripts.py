@@ -107,3 +107,94 @@ def test_vagrantfile_forwards_jupyter_to_localhost_only():
     assert 'path: "vm/provision.sh"' in text
     for provider in ("virtualbox", "libvirt", "parallels"):
         assert f'config.vm.provider "{provider}"' in text
+
+
+# ---------------------------------------------------------------- vm/run.sh supervising its guest
+
+# Stands in for qemu-system-x86_64: counts its boots, and on the boot numbered in $FAKE_BOOTS_OK
+# and later plays a guest that ran its command (writes started and rc into the ctl share);
+# any other boot hangs, as a guest whose boot never reaches the command.
+FAKE_QEMU = r'''#!/bin/bash
+n=$(( $(cat "$FAKE_DIR/boots" 2>/dev/null || echo 0) + 1 ))
+echo $n > "$FAKE_DIR/boots"
+echo $$ > "$FAKE_DIR/pid-$n"
+ctl=$(printf '%s\n' "$@" | sed -n 's/^local,path=\(.*\),mount_tag=ctl,.*/\1/p')
+if [ "$n" -ge "${FAKE_BOOTS_OK:-99}" ]; then
+  date +%s > "$ctl/started"; echo 0 > "$ctl/rc"; exit 0
+fi
+exec sleep 1000
+'''
+
+
+@pytest.fixture
+def fake_guest(tmp_path):
+    """An environment in which vm/run.sh boots FAKE_QEMU from a stand-in image cache."""
+    cache, fake, bindir = tmp_path / "cache", tmp_path / "fake", tmp_path / "bin"
+    for d in (cache, fake, bindir):
+        d.mkdir()
+    for name in ("lab-k.img", "vmlinuz-k", "initrd-k"):
+        (cache / name).write_text("")
+    (cache / "current.img").symlink_to(cache / "lab-k.img")
+    qemu = bindir / "qemu-system-x86_64"
+    qemu.write_text(FAKE_QEMU)
+    qemu.chmod(0o755)
+    env = {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}", "CCLAB_VM_CACHE": str(cache),
+           "CCLAB_VM_REUSE": "1", "CCLAB_VM_ACCEL": "tcg", "CCLAB_VM_BOOT_LIMIT": "2",
+           "FAKE_DIR": str(fake)}
+    return env, fake
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+
+
+def test_run_boots_a_hung_guest_again(fake_guest):
+    env, fake = fake_guest
+    r = run(["vm/run.sh", "--", "true"], env={**env, "FAKE_BOOTS_OK": "2"})
+    assert r.returncode == 0, r.stderr
+    assert "did not reach the command in 2 s (its boot hung): booting it again" in r.stderr
+    assert (fake / "boots").read_text().strip() == "2"
+    assert not alive(int((fake / "pid-1").read_text()))          # the hung guest was stopped
+
+
+def test_run_gives_up_after_two_hung_boots(fake_guest):
+    env, fake = fake_guest
+    r = run(["vm/run.sh", "--", "true"], env=env)
+    assert r.returncode == 125
+    assert r.stderr.strip().splitlines()[-1] == \
+        "[vm] the guest did not reach the command in 2 s, twice: giving up"
+    assert not any(alive(int(p.read_text())) for p in fake.glob("pid-*"))
+
+
+def test_a_killed_run_leaves_no_guest_and_no_lock(fake_guest):
+    import fcntl
+    import signal
+    import time
+    env, fake = fake_guest
+    p = subprocess.Popen(["vm/run.sh", "--", "true"], cwd=KIT, env={**env, "CCLAB_VM_BOOT_LIMIT": "60"},
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 20
+    while not (fake / "pid-1").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    guest = int((fake / "pid-1").read_text())
+    p.send_signal(signal.SIGKILL)                       # no trap runs: the guest must still go
+    p.wait(timeout=10)
+    deadline = time.monotonic() + 10
+    while alive(guest) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(guest)
+    # the lock is free once the script's last short-lived child (its 0.5 s sleep) is gone: the
+    # guest never held it
+    with open(Path(env["CCLAB_VM_CACHE"]) / ".run.lock", "w") as f:
+        deadline = time.monotonic() + 5
+        while True:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                assert time.monotonic() < deadline, "the lock is still held"
+                time.sleep(0.1)
