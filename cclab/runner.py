@@ -414,8 +414,10 @@ class Run:
             self.popen(self.net.node(receiver), measure.iperf_server(exp.port(i), m.iperf_interval),
                        f"iperf3 server {i + 1}", stdout=out)
             out.close()
+        servers: dict[str, set[int]] = {}
         for i, f in enumerate(exp.flows):
-            self._wait_listening(topo.endpoints(f.direction, f.pair)[1], exp.port(i))
+            servers.setdefault(topo.endpoints(f.direction, f.pair)[1], set()).add(exp.port(i))
+        self._wait_listening(servers)
         if exp.link.dynamics is not None:
             for node in sorted({s.node for s in topo.shaped(exp.link)}):
                 self._tc_batch(node)                # started now, not on the timeline
@@ -492,15 +494,24 @@ class Run:
         return len(self.clients) == len(self.exp.flows) and \
             all(p.poll() is not None for p, _ in self.clients.values())
 
-    def _wait_listening(self, host: str, port: int, timeout: float = 10.0) -> None:
-        node = self.net.node(host)
+    def _wait_listening(self, servers: dict[str, set[int]], timeout: float = 10.0) -> None:
+        """Until every iperf3 server listens (servers: receiving node -> ports): each round asks
+        each node that still waits for its listening TCP ports once, the nodes side by side."""
+        waiting = {host: set(ports) for host, ports in servers.items()}
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            out = topo.run_in(node, ["ss", "-ltnH", f"sport = :{port}"], check=False)
-            if out.strip():
+        while True:
+            hosts = sorted(waiting)
+            outs = topo.run_in_all([(self.net.node(h), ["ss", "-ltnH"], None, False) for h in hosts])
+            for host, out in zip(hosts, outs):
+                waiting[host] -= listening_ports(out)
+                if not waiting[host]:
+                    del waiting[host]
+            if not waiting:
                 return
+            if time.monotonic() >= deadline:
+                host = sorted(waiting)[0]
+                raise RunError(f"iperf3 server on {host}:{min(waiting[host])} did not start")
             time.sleep(0.05)
-        raise RunError(f"iperf3 server on {host}:{port} did not start")
 
     def _start_flow(self, i: int) -> None:
         exp = self.exp
@@ -560,33 +571,22 @@ class Run:
         return self.batch[node_name]
 
     def _snapshot(self) -> None:
-        """The qdiscs and sysctls as the kernel reports them, per node and interface.  Every
-        query is started at once (topo.run_in_all); the answers are read back in the order the
-        queries were listed."""
+        """The qdiscs and sysctls as the kernel reports them, per node and interface: each node's
+        setup script ends with these queries (topo.snapshot_queries), so this reads their
+        answers."""
         import json
-        shaped, nodes = topo.shaped(self.exp.link), topo.interfaces(self.exp.link)
-        jobs = [(self.net.node(s.node), ["ip", "-j", "link", "show", "dev", s.dev], None, True)
-                for s in shaped]
-        sysctl_keys = {}
-        for node, devs in nodes.items():
-            n = self.net.node(node)
-            for d in devs:
-                jobs.append((n, ["tc", "-j", "qdisc", "show", "dev", d], None, True))
-                jobs.append((n, ["tc", "class", "show", "dev", d], None, True))
-            sysctl_keys[node] = ["net.ipv4.ip_forward"] if node in (topo.R1, topo.R2) else list(
-                topo.host_sysctls(self.exp.link, "cubic", self.exp.sysctl))
-            jobs.append((n, ["sysctl", "-e"] + sysctl_keys[node], None, False))
-        answers = iter(topo.run_in_all(jobs))
-        for s in shaped:
-            link = json.loads(next(answers))
+        snap = self.net.snapshot
+        for s in topo.shaped(self.exp.link):
+            link = json.loads(snap[s.node][("link", s.dev)])
             self.ifindex.setdefault(s.node, {})[link[0]["ifindex"]] = (s.dev, s.direction)
-        for node, devs in nodes.items():
+        for node, devs in topo.interfaces(self.exp.link).items():
+            answers = snap[node]
             self.manifest["tc"][node] = {
-                d: {"qdisc": json.loads(next(answers).strip() or "[]"),
+                d: {"qdisc": json.loads(answers[("qdisc", d)].strip() or "[]"),
                     # tc has no JSON for classes: keep its text, one line per class
-                    "class": next(answers).splitlines()}
+                    "class": answers[("class", d)].splitlines()}
                 for d in devs}
-            out = next(answers)
+            out = answers.get(("sysctl", ""), "")
             self.manifest["sysctls"][node] = dict(
                 (l.split(" = ", 1)[0], l.split(" = ", 1)[1]) for l in out.splitlines() if " = " in l)
         results.write_json(self.dir / "manifest.json", self.manifest)
@@ -739,10 +739,11 @@ class Run:
         self.warnings += measure.overlaps(flows)
         for fl in flows:
             # The congestion control that carried the flow's data: iperf3 -C sets it once the
-            # connection is up, so a sample taken during the handshake may show the host's
-            # default; such a socket has sent no data segment yet and does not count.
+            # connection is up and its cookie written, so a sample taken before then may show
+            # the host's default; such a socket has sent no more than the cookie and does not
+            # count (a sample between the cookie and the switch failed a VM test once).
             ccs = {r.get("cca") for r in ss_rows if r["flow"] == fl["flow"] and r.get("cca")
-                   and (r.get("data_segs_out") or 0) > 0}
+                   and (r.get("data_segs_out") or 0) > measure.COOKIE_SEGMENTS}
             fl["cca_ss"] = ",".join(sorted(ccs)) if ccs else None
         probe_rows, module_rows = [], {}
         if (self.raw / "tcp_probe.txt").exists():
@@ -783,6 +784,16 @@ class Run:
 
 
 # ---------------------------------------------------------------- many runs
+
+def listening_ports(ss_output: str) -> set[int]:
+    """The local ports in `ss -ltnH` output (its fourth column: 0.0.0.0:5201, *:5201, [::]:5201)."""
+    ports = set()
+    for line in ss_output.splitlines():
+        fields = line.split()
+        if len(fields) >= 4 and fields[3].rsplit(":", 1)[-1].isdigit():
+            ports.add(int(fields[3].rsplit(":", 1)[-1]))
+    return ports
+
 
 def fmt_secs(s: float) -> str:
     s = int(round(max(0, s)))

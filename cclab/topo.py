@@ -21,7 +21,9 @@ import math
 import re
 import shlex
 import subprocess
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -241,6 +243,57 @@ def neighbour_lines(profile: Profile) -> dict[str, list[str]]:
     return out
 
 
+# What a run records of each node once it is configured (the manifest's qdiscs, classes and
+# sysctls, and the shaped interfaces' indexes).  The queries end each node's setup script, so
+# they cost no process start of their own from Python (about 1.5 s a run under software
+# emulation when they ran as a round of their own); each answer follows a marked line.
+SNAPSHOT_MARK = "@@cclab-snapshot"
+
+
+def snapshot_queries(experiment) -> dict[str, list[tuple[str, str, list[str]]]]:
+    """Per node, the (kind, dev, argv) queries of its snapshot: `link` (ip -j, shaped
+    interfaces), `qdisc` (tc -j) and `class` (tc's text) for every interface, and `sysctl` (dev
+    "") for the settings the plan makes there."""
+    p = experiment.link
+    out: dict[str, list[tuple[str, str, list[str]]]] = {}
+    for s in shaped(p):
+        out.setdefault(s.node, []).append(("link", s.dev, ["ip", "-j", "link", "show", "dev", s.dev]))
+    for node, devs in interfaces(p).items():
+        q = out.setdefault(node, [])
+        for d in devs:
+            q.append(("qdisc", d, ["tc", "-j", "qdisc", "show", "dev", d]))
+            q.append(("class", d, ["tc", "class", "show", "dev", d]))
+        keys = ["net.ipv4.ip_forward"] if node in (R1, R2) else list(
+            host_sysctls(p, "cubic", experiment.sysctl))
+        q.append(("sysctl", "", ["sysctl", "-e"] + keys))
+    return out
+
+
+def snapshot_lines(queries: list[tuple[str, str, list[str]]]) -> list[str]:
+    """A node's snapshot queries as shell lines, each answer after its mark.  A query that fails
+    stops the script like any setup command, except sysctl's (a key this kernel lacks)."""
+    lines = []
+    for kind, dev, argv in queries:
+        lines.append(f"echo '{SNAPSHOT_MARK} {kind} {dev}'")
+        lines.append(shlex.join(argv) + (" || true" if kind == "sysctl" else ""))
+    return lines
+
+
+def read_snapshot(output: str) -> dict[tuple[str, str], str]:
+    """A node script's output -> {(kind, dev): what that query printed}.  What comes before the
+    first mark is the setup's own output (ethtool's notes), not the snapshot's."""
+    sections: dict[tuple[str, str], str] = {}
+    key = None
+    for line in output.splitlines(keepends=True):
+        if line.startswith(SNAPSHOT_MARK + " "):
+            kind, _, dev = line[len(SNAPSHOT_MARK) + 1:].rstrip("\n").partition(" ")
+            key = (kind, dev)
+            sections[key] = ""
+        elif key is not None:
+            sections[key] += line
+    return sections
+
+
 # Tools whose commands a node's script feeds through one process (`ip -batch -`, `tc -batch -`):
 # under software emulation every process start costs ~0.1 s, and a dumbbell's plan has dozens
 # of commands per router.
@@ -374,6 +427,7 @@ class Network:
         self.on_node = on_node
         self.net = None
         self.socket_buckets = None     # each node's TCP socket table, or None: the machine's
+        self.snapshot = {}             # node -> read_snapshot() of its setup script's output
 
     def start(self) -> None:
         from mininet.link import Intf, Link
@@ -394,19 +448,43 @@ class Network:
         self.net = Mininet(topo=None, controller=None, link=Link, host=Host, intf=PlannedIntf,
                            build=False, autoSetMacs=False)
         topo = make_topo(self.experiment.link)
-        # Build node by node so every namespace is recorded the moment it exists.
         with own_socket_tables(NODE_SOCKET_BUCKETS) as self.socket_buckets:
-            for name in topo.nodes():
-                node = self.net.addHost(name, **topo.nodeInfo(name))
-                self.on_node(name, node.pid)
+            self._add_nodes(topo)
         for _a, _b, info in topo.links(sort=True, withInfo=True):
             self.net.addLink(**info)
         self.net.built = True
         # plan() node by node, each node's commands and its neighbour entries (no ARP during a
-        # run: each end of every link knows the other's MAC for good) in one shell per node, the
-        # nodes' shells side by side (no node's commands depend on another's)
-        run_in_all([(self.net[name], ["sh", "-c", script], "setting up the node", True)
-                    for name, script in node_scripts(self.experiment).items()])
+        # run: each end of every link knows the other's MAC for good), then its snapshot
+        # queries, in one shell per node, the nodes' shells side by side (no node's commands
+        # depend on another's)
+        scripts = node_scripts(self.experiment)
+        queries = snapshot_queries(self.experiment)
+        names = list(scripts)
+        outs = run_in_all([
+            (self.net[name], ["sh", "-c", scripts[name] + "".join(
+                line + "\n" for line in snapshot_lines(queries.get(name, [])))],
+             "setting up the node", True) for name in names])
+        self.snapshot = {name: read_snapshot(out) for name, out in zip(names, outs)}
+
+    def _add_nodes(self, topo) -> None:
+        """Every node's shell started side by side.  A Mininet host waits for its shell's first
+        prompt (about a quarter of a second each under software emulation), so nodes made one
+        after the other pay that once per node.  Each node is reported (on_node) the moment it
+        exists, and when one fails the others are still made and reported before its error is
+        raised, so the run's cleanup finds every namespace."""
+        reported = threading.Lock()
+
+        def add(name):
+            node = self.net.addHost(name, **topo.nodeInfo(name))
+            with reported:
+                self.on_node(name, node.pid)
+
+        names = topo.nodes()
+        with ThreadPoolExecutor(max_workers=max(1, len(names))) as pool:
+            done = [pool.submit(add, name) for name in names]
+        failed = [f.exception() for f in done if f.exception() is not None]
+        if failed:
+            raise failed[0]
 
     def node(self, name: str):
         return self.net[name]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from cclab import measure, netlink, results, traces
+from cclab import measure, netlink, results, runner, traces
 from cclab.spec import Experiment, Flow
 from cclab.units import SpecError
 
@@ -456,3 +456,12 @@ def test_cleanup_lets_a_capture_catch_up_before_stopping_it(tmp_path, monkeypatc
     finally:
         endless.kill()
         endless.wait()
+
+
+def test_listening_ports_read_from_ss():
+    out = ("LISTEN 0      5                  *:5201            *:*\n"
+           "LISTEN 0      5            0.0.0.0:5202      0.0.0.0:*\n"
+           "LISTEN 0      5               [::]:5203         [::]:*\n"
+           "LISTEN 0      4096   127.0.0.53%lo:53        0.0.0.0:*\n")
+    assert runner.listening_ports(out) == {5201, 5202, 5203, 53}
+    assert runner.listening_ports("") == set()

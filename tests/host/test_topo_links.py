@@ -211,3 +211,57 @@ def test_run_in_all_runs_side_by_side_keeps_order_and_raises_the_first_failure_a
                          (b, ["sh", "-c", "exit 4"], None, False),
                          (a, ["sh", "-c", f"sleep 0.3; touch {late}"], None, True)])
     assert str(e.value) == "cc-a: first job: bad" and late.exists()
+
+
+ANSWER = r'''#!/bin/sh
+# stands in for {tool}: answers a query with its own command line, or fails where told to
+case "$*" in *"$FAIL"*) echo "{tool}: cannot $*" >&2; exit 1 ;; esac
+echo "{tool} $*"
+'''
+
+
+def test_every_node_snapshots_its_interfaces_and_settings():
+    e = experiment(2)
+    queries = topo.snapshot_queries(e)
+    assert set(queries) == set(topo.interfaces(e.link))
+    for node, devs in topo.interfaces(e.link).items():
+        asked = {(kind, dev) for kind, dev, _ in queries[node]}
+        want = {("qdisc", d) for d in devs} | {("class", d) for d in devs} | {("sysctl", "")}
+        assert want <= asked, node
+        (sysctl,) = [argv for kind, _, argv in queries[node] if kind == "sysctl"]
+        planned = {a[2].split("=")[0] for n, a in topo.plan(e) if n == node and a[0] == "sysctl"}
+        assert planned == set(sysctl[2:]), node
+    for s in topo.shaped(e.link):
+        assert ("link", s.dev) in {(kind, dev) for kind, dev, _ in queries[s.node]}
+
+
+def snapshot_run(tmp_path, queries, fail=""):
+    bin_ = tmp_path / "bin"
+    bin_.mkdir(parents=True, exist_ok=True)
+    for tool in ("ip", "tc", "sysctl"):
+        (bin_ / tool).write_text(ANSWER.replace("{tool}", tool))
+        (bin_ / tool).chmod(0o755)
+    # the setup's own output (ethtool's notes) comes first and is not part of the snapshot
+    script = "set -e\necho 'Actual changes: tso off'\n" + "".join(
+        line + "\n" for line in topo.snapshot_lines(queries))
+    return subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=30,
+                          env={"PATH": f"{bin_}:/usr/bin:/bin", "FAIL": fail or "\x01"})
+
+
+def test_snapshot_answers_come_back_under_their_marks(tmp_path):
+    queries = topo.snapshot_queries(experiment(2))[topo.R1]
+    p = snapshot_run(tmp_path, queries)
+    assert p.returncode == 0, p.stderr
+    snap = topo.read_snapshot(p.stdout)
+    assert set(snap) == {(kind, dev) for kind, dev, _ in queries}
+    for kind, dev, argv in queries:
+        assert snap[(kind, dev)] == " ".join(argv) + "\n"
+
+
+def test_a_failed_snapshot_query_stops_the_script_except_sysctls(tmp_path):
+    queries = topo.snapshot_queries(experiment(1))[topo.server(1)]
+    p = snapshot_run(tmp_path, queries, fail="net.ipv4.tcp_rmem")
+    assert p.returncode == 0 and "cannot" in p.stderr
+    assert topo.read_snapshot(p.stdout)[("sysctl", "")] == ""
+    p = snapshot_run(tmp_path / "q", queries, fail="qdisc show")
+    assert p.returncode != 0 and ("class", topo.host_dev(topo.server(1))) not in topo.read_snapshot(p.stdout)

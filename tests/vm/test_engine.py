@@ -29,6 +29,7 @@ import pytest
 
 from cclab import profiles, results, runner, state, traces
 from cclab.analysis import fidelity
+from cclab.measure import COOKIE_SEGMENTS
 from cclab.profiles import KIT_DIR
 from cclab.spec import Experiment, Flow, Measure
 
@@ -556,8 +557,8 @@ def test_one_host_flows_with_different_ccas(tmp_path):
     for i, cca in enumerate(("cubic", "spline", "search"), 1):
         rows = ss[ss.flow == i]
         assert len(set(rows.local_port)) == 1          # the data connection only
-        # iperf3 sets -C after connect(): only the handshake may run the host's default
-        sending = rows[rows.data_segs_out > 0]
+        # iperf3 sets -C after connect() and its cookie: only those may run the host's default
+        sending = rows[rows.data_segs_out > COOKIE_SEGMENTS]
         assert len(sending) > 20 and set(sending.cca) == {cca}, (i, set(sending.cca))
         assert set(rows.cca) <= {cca, "cubic"}
     spline = results.load(d, "spline")
