@@ -47,6 +47,8 @@ vm-test: vm-image
 	  -- sh -c 'vm/guest-diag.sh start; \
 	  $(VM_PYTEST) -m "not nightly" tests/vm; rc=$$?; vm/guest-diag.sh report; exit $$rc'
 	CCLAB_VM_RUNS=$(VM_RUNS) CCLAB_DIST=$(DIST) $(PYTHON) -m pytest -v -p no:cacheprovider tests/vmruns
+	@echo "== what each lab's quick mode cost beyond its flows in this guest (a figure, not a test)"
+	@$(PYTHON) bench/lab_overhead.py --kept $(VM_RUNS) || echo "bench/lab_overhead.py: no table (see above)"
 
 vm-test-nightly: vm-image
 	vm/run.sh --timeout $(VM_TIMEOUT) -- sh -c 'vm/guest-diag.sh start; \

@@ -13,6 +13,13 @@ For each lab it prints:
 - the ratios runs/flows and notebook/flows, and the same over all labs.
 The targets (issue 15) are runs/flows <= 1.3 for every lab and <= 1.25 over the quick suite.
 Nothing is asserted: the figures depend on the host, and this only prints them.
+
+    python3 bench/lab_overhead.py --kept build/vm-runs/<time> [lab1 ...]
+
+prints the same table on the host from the runs a `make test` guest kept (one VM session:
+tests/vm runs labs 1-4 as the lab user and keeps each lab's results and executed notebook):
+runs from each lab's record, notebook from the notebook's own cell timings (first cell's start
+to last cell's reply: the kernel's start-up is not in it).
 """
 
 from __future__ import annotations
@@ -64,8 +71,38 @@ def run_notebook(lab: str) -> tuple[float, float]:
     return took, float(rec["seconds"])
 
 
+def _stamp(text: str) -> float:
+    from datetime import datetime
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def kept_notebook(kept: Path, lab: str) -> tuple[float, float]:
+    """(notebook seconds, runs seconds) of a lab run a make test guest kept in kept/quick/."""
+    base = kept / "quick"
+    rec = base / lab / "record.json"
+    if not rec.is_file():
+        raise SystemExit(f"lab_overhead: no kept quick-mode run of {lab} in {base}")
+    runs = float(json.loads(rec.read_text())["seconds"])
+    nb = json.loads((base / f"{lab}.ipynb").read_text())
+    timing = [c["metadata"].get("execution") or {} for c in nb["cells"] if c["cell_type"] == "code"]
+    timing = [t for t in timing if "iopub.execute_input" in t and "shell.execute_reply" in t]
+    if not timing:
+        raise SystemExit(f"lab_overhead: {base / (lab + '.ipynb')} has no cell timings")
+    return _stamp(timing[-1]["shell.execute_reply"]) - _stamp(timing[0]["iopub.execute_input"]), runs
+
+
 def main(argv=None) -> int:
-    labs = (argv if argv is not None else sys.argv[1:]) or list(LABS)
+    labs = list(argv if argv is not None else sys.argv[1:])
+    kept = None
+    if "--kept" in labs:
+        i = labs.index("--kept")
+        if i + 1 >= len(labs):
+            print("lab_overhead: --kept needs the folder a make test guest kept its runs in",
+                  file=sys.stderr)
+            return 2
+        kept = Path(labs[i + 1])
+        del labs[i:i + 2]
+    labs = labs or list(LABS)
     bad = [lab for lab in labs if lab not in LABS]
     if bad:
         print(f"lab_overhead: no lab {bad[0]} (labs: {', '.join(LABS)})", file=sys.stderr)
@@ -75,7 +112,7 @@ def main(argv=None) -> int:
           f"{'notebook/flows':>14}", flush=True)
     for lab in labs:
         flows = labkit.flow_seconds(lab, "quick")
-        notebook, runs = run_notebook(lab)
+        notebook, runs = kept_notebook(kept, lab) if kept else run_notebook(lab)
         rows.append((lab, notebook, runs, flows))
         mark = "" if runs / flows <= TARGET_LAB else f"  (target {TARGET_LAB})"
         print(f"{lab:5} {notebook:10.0f} {runs:8.0f} {flows:8.0f} {runs / flows:10.2f} "
