@@ -142,6 +142,13 @@ class RunData:
         spec = self.manifest.get("spec") or {}
         return sorted({f.get("direction", "down") for f in spec.get("flows", [])}) or ["down"]
 
+    def changes_rate(self, direction: str) -> bool:
+        """Whether the run's link changes (changes.csv) ever set this direction's rate."""
+        ch = self.table("changes")
+        if not len(ch) or "direction" not in ch:
+            return False
+        return bool((ch["rate_bps"].notna() & (ch["direction"] == direction)).any())
+
     def expected_rate(self, direction: str, t0: float, t1: float) -> float:
         """Mean configured rate over [t0, t1], following link changes (changes.csv)."""
         base = self.rate(direction)

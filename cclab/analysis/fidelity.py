@@ -99,7 +99,15 @@ def active_window(run: RunData, direction: str) -> tuple[float, float]:
 def _qdisc_intervals(run: RunData, direction: str, a: float, b: float) -> pd.DataFrame:
     """Consecutive root-qdisc sample pairs inside [a, b]: dt, dbytes, dpackets, the rate, the
     queue (backlog less the delay line at the interval's rate and mean packet size) at both
-    ends, expected rate."""
+    ends, expected rate.  Worked out once per run, direction and window (four checks ask for
+    the flows' active window); the checks only read it."""
+    memo = run.__dict__.setdefault("_qdisc_intervals", {})
+    if (direction, a, b) not in memo:
+        memo[(direction, a, b)] = _qdisc_intervals_of(run, direction, a, b)
+    return memo[(direction, a, b)]
+
+
+def _qdisc_intervals_of(run: RunData, direction: str, a: float, b: float) -> pd.DataFrame:
     q = metrics.qdisc_root(run, direction)
     if len(q) < 2:
         return pd.DataFrame()
@@ -115,9 +123,15 @@ def _qdisc_intervals(run: RunData, direction: str, a: float, b: float) -> pd.Dat
     iv = iv[(iv["dt"] > 0) & (iv["dbytes"] >= 0)].reset_index(drop=True)
     iv["rate"] = iv["dbytes"] * 8 / iv["dt"]
     size = (iv["dbytes"] / iv["dpackets"]).where(iv["dpackets"] > 0, MTU)    # mean packet bytes
-    dl = np.array([run.delay_line_packets(direction, r, s) for r, s in zip(iv["rate"], size)])
+    # run.delay_line_packets(direction, rate, size) for every interval at once
+    d = run.direction(direction)
+    one_way = float(d.get("delay") or 0) + float(d.get("jitter") or 0)
+    dl = (iv["rate"] * one_way / (8 * size.where(size > 0, MTU))).to_numpy()
     iv["q0"], iv["q1"] = iv["b0"] - dl, iv["b1"] - dl
-    iv["expected"] = [run.expected_rate(direction, x, y) for x, y in zip(iv["t0"], iv["t1"])]
+    if run.changes_rate(direction):
+        iv["expected"] = [run.expected_rate(direction, x, y) for x, y in zip(iv["t0"], iv["t1"])]
+    else:                                      # a fixed rate: run.expected_rate's own answer
+        iv["expected"] = run.rate(direction)
     return iv
 
 
