@@ -26,6 +26,10 @@ def _err(msg: str) -> None:
 
 def cmd_profiles(a) -> int:
     from . import profiles
+    if not profiles.names():
+        _err(f"no link profiles in {profiles.TOPOLOGY_DIR} (an installed cclab reads them "
+             "from the kit's checkout: set CCLAB_KIT to it)")
+        return 2
     rows = []
     for name in profiles.names():
         try:

@@ -36,7 +36,19 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 MTU = schema.MTU                # bytes per packet, for buffer and delay-line sizes
-KIT_DIR = Path(__file__).resolve().parent.parent
+
+
+def _kit_dir() -> Path:
+    """The kit's checkout, which holds topologies/ (and traces): the folder the package sits in
+    (run from the checkout, an editable install, the VM's /kit), else CCLAB_KIT (a `pip
+    install .` copies only the package)."""
+    here = Path(__file__).resolve().parent.parent
+    if (here / "topologies").is_dir() or not os.environ.get("CCLAB_KIT"):
+        return here
+    return Path(os.environ["CCLAB_KIT"]).resolve()
+
+
+KIT_DIR = _kit_dir()
 TOPOLOGY_DIR = KIT_DIR / "topologies"
 SHAPERS = ("htb", "tbf", "netem")
 
