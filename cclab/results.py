@@ -62,7 +62,8 @@ TABLES = {
 def write_atomic(path: Path, data: str | bytes) -> None:
     """Write a file so it appears whole or not at all."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.parent.is_dir():        # a stat: mkdir's refusal costs more under emulation
+        path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         umask = os.umask(0)
