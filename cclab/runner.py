@@ -271,6 +271,17 @@ def signals_held():
 
 # ---------------------------------------------------------------- one run
 
+def listening_ports(ss_output: str) -> set[int]:
+    """The local ports in `ss -ltnH` output (its fourth column: 0.0.0.0:5201, *:5201, [::]:5201)."""
+    ports = set()
+    for line in ss_output.splitlines():
+        fields = line.split()
+        port = fields[3].rsplit(":", 1)[-1] if len(fields) >= 4 else ""
+        if port.isdigit():
+            ports.add(int(port))
+    return ports
+
+
 class Run:
     def __init__(self, exp: Experiment, repetition: int, out: Path, stamp: str):
         self.exp = exp
@@ -784,16 +795,6 @@ class Run:
 
 
 # ---------------------------------------------------------------- many runs
-
-def listening_ports(ss_output: str) -> set[int]:
-    """The local ports in `ss -ltnH` output (its fourth column: 0.0.0.0:5201, *:5201, [::]:5201)."""
-    ports = set()
-    for line in ss_output.splitlines():
-        fields = line.split()
-        if len(fields) >= 4 and fields[3].rsplit(":", 1)[-1].isdigit():
-            ports.add(int(fields[3].rsplit(":", 1)[-1]))
-    return ports
-
 
 def fmt_secs(s: float) -> str:
     s = int(round(max(0, s)))

@@ -126,13 +126,16 @@ class RunData:
         except (TypeError, ValueError):
             return math.nan
 
-    def delay_line_packets(self, direction: str, rate: float | None = None,
-                           packet_bytes: float = MTU) -> float:
+    def delay_line_packets(self, direction: str, rate=None, packet_bytes=MTU):
         """Packets netem holds while they are 'on the wire' (rate x one-way delay), for packets
-        of packet_bytes (a stream of small datagrams keeps many more of them on the wire)."""
+        of packet_bytes (a stream of small datagrams keeps many more of them on the wire).  rate
+        and packet_bytes may be numbers or pandas Series of the same length (an answer each)."""
         d = self.direction(direction)
         r = self.rate(direction) if rate is None else rate
-        size = packet_bytes if packet_bytes > 0 else MTU
+        if isinstance(packet_bytes, pd.Series):
+            size = packet_bytes.where(packet_bytes > 0, MTU)
+        else:
+            size = packet_bytes if packet_bytes > 0 else MTU
         return r * (float(d.get("delay") or 0) + float(d.get("jitter") or 0)) / (8 * size)
 
     def data_directions(self) -> list[str]:
@@ -142,20 +145,17 @@ class RunData:
         spec = self.manifest.get("spec") or {}
         return sorted({f.get("direction", "down") for f in spec.get("flows", [])}) or ["down"]
 
-    def changes_rate(self, direction: str) -> bool:
-        """Whether the run's link changes (changes.csv) ever set this direction's rate."""
+    def rate_changes(self, direction: str) -> pd.DataFrame:
+        """The run's link changes (changes.csv) that set this direction's rate, in time order."""
         ch = self.table("changes")
         if not len(ch) or "direction" not in ch:
-            return False
-        return bool((ch["rate_bps"].notna() & (ch["direction"] == direction)).any())
+            return ch.iloc[0:0]
+        return ch[(ch["direction"] == direction) & ch["rate_bps"].notna()].sort_values("t_applied")
 
     def expected_rate(self, direction: str, t0: float, t1: float) -> float:
         """Mean configured rate over [t0, t1], following link changes (changes.csv)."""
         base = self.rate(direction)
-        ch = self.table("changes")
-        if not len(ch) or "direction" not in ch:
-            return base
-        ch = ch[(ch["direction"] == direction) & ch["rate_bps"].notna()].sort_values("t_applied")
+        ch = self.rate_changes(direction)
         if not len(ch):
             return base
         times = [-math.inf] + list(ch["t_applied"].astype(float)) + [math.inf]

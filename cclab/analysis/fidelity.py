@@ -123,12 +123,9 @@ def _qdisc_intervals_of(run: RunData, direction: str, a: float, b: float) -> pd.
     iv = iv[(iv["dt"] > 0) & (iv["dbytes"] >= 0)].reset_index(drop=True)
     iv["rate"] = iv["dbytes"] * 8 / iv["dt"]
     size = (iv["dbytes"] / iv["dpackets"]).where(iv["dpackets"] > 0, MTU)    # mean packet bytes
-    # run.delay_line_packets(direction, rate, size) for every interval at once
-    d = run.direction(direction)
-    one_way = float(d.get("delay") or 0) + float(d.get("jitter") or 0)
-    dl = (iv["rate"] * one_way / (8 * size.where(size > 0, MTU))).to_numpy()
+    dl = run.delay_line_packets(direction, iv["rate"], size).to_numpy()
     iv["q0"], iv["q1"] = iv["b0"] - dl, iv["b1"] - dl
-    if run.changes_rate(direction):
+    if len(run.rate_changes(direction)):
         iv["expected"] = [run.expected_rate(direction, x, y) for x, y in zip(iv["t0"], iv["t1"])]
     else:                                      # a fixed rate: run.expected_rate's own answer
         iv["expected"] = run.rate(direction)
