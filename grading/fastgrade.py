@@ -331,6 +331,10 @@ def serve(inp: int, out: int, funcs: list) -> None:
         send(out, rep)
 
 
+def _display(*objs, **kwargs) -> None:
+    """A kernel's display() where nothing is displayed: the notebook's cell goes on."""
+
+
 def run_cells(work: Path):
     """Execute the notebook in `work`: (namespace, [one line per cell that raised]), or
     (None, []) when there is no notebook."""
@@ -341,7 +345,8 @@ def run_cells(work: Path):
     # Figures are never drawn when grading: skip the layout pass (a third of a lab's run time).
     import matplotlib.figure
     matplotlib.figure.Figure.tight_layout = lambda self, *a, **k: None
-    env = {"__name__": "__main__", "__builtins__": __builtins__}
+    # what a Jupyter kernel puts in a notebook's namespace: `display` (nothing is shown here)
+    env = {"__name__": "__main__", "__builtins__": __builtins__, "display": _display}
     errors = []
     for i, src in enumerate(_cells(nbs[0])):
         try:

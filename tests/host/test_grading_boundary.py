@@ -207,7 +207,8 @@ def test_weighting_measured_answers_follow_their_recomputation(dist, tmp_path):
 def test_cell_errors_reach_the_feedback_as_one_short_line(dist, tmp_path):
     subs = tmp_path / "subs"
     noisy = with_cells(dist["master"], tmp_path / "noisy.ipynb",
-                       first="raise ValueError('<script>x</script>' + 'A' * 500 + '\\nsecond line')")
+                       first="raise ValueError('<script>x</script>' + 'A' * 500 + '\\nsecond line')",
+                       last="display(q1_answer if 'q1_answer' in dir() else 1)   # a kernel's name")
     fixtures.lab1_submission(subs / "noisy", noisy, real=12)
     (subs / "broken.zip").write_bytes(b"PK\x03\x04 not a zip")
     import zipfile
@@ -222,6 +223,7 @@ def test_cell_errors_reach_the_feedback_as_one_short_line(dist, tmp_path):
     fb = (out / "feedback" / "noisy.txt").read_text()
     line = next(l for l in fb.splitlines() if "ValueError" in l)
     assert len(line.strip()) <= 100 and "second line" not in fb and "A" * 200 not in fb
+    assert "display" not in fb and "NameError" not in fb, fb      # display() runs as in a kernel
     assert float(rows(out)["noisy"]["score"]) == FULL
 
 

@@ -339,6 +339,26 @@ def test_copied_synthetic_and_rehashed_submissions_score_zero_for_what_they_fake
     assert integrity.problems(fixtures.real_lab1_results(tmp_path / "again"), "lab1") == []
 
 
+def test_the_link_bound_counts_the_receivers_own_span(tmp_path):
+    """A receiver counts until the client's last control message reaches it, which loss can hold
+    back: a lab 3 run in CI received 2.6 s of data for a 2 s flow.  Bytes that fit the link over
+    the receiver's own span (iperf3's sum_received seconds) are physics, not a fake."""
+    import labkit  # noqa: F401 -- scale_flow rewrites the record with it
+    sub = fixtures.real_lab1_results(tmp_path / "a")
+    scale_flow(sub, "lab1-wired", "reno", 1.25, intervals=True, ss=True)
+    d = next((sub / "lab1" / "lab1-wired").iterdir())
+    flows = pd.read_csv(d / "flows.csv")
+    n = int(flows.loc[flows["cca"] == "reno", "flow"].iloc[0])
+    assert any(p.startswith(f"flow {n}: ") and "Mbit/s on a 50 Mbit/s link" in p
+               for p in integrity.cross_check(d)), integrity.cross_check(d)
+    raw = d / "raw" / f"iperf-{n}.json"
+    j = json.loads(raw.read_text())
+    span = float(flows.loc[flows["flow"] == n, "t_end"].iloc[0] - flows.loc[flows["flow"] == n, "t_start"].iloc[0])
+    j["end"]["sum_received"]["seconds"] = 1.3 * span
+    raw.write_text(json.dumps(j))
+    assert integrity.cross_check(d) == []
+
+
 def test_lab5_live_log_is_on_record_and_an_edit_scores_zero(tmp_path):
     sys.path.insert(0, str(KIT / "labs" / "lab5"))
     import tuner_support as ts

@@ -32,3 +32,4 @@ def test_a_real_run_gets_full_marks(lab, kept_lab_runs, dist, tmp_path):
     assert row["status"] == "graded", (row, feedback)
     assert float(row["possible"]) > 0, row
     assert float(row["score"]) == float(row["possible"]), (row, feedback)
+    assert "cells that raised an error" not in feedback, feedback     # as in JupyterLab
