@@ -72,6 +72,10 @@ On a Linux host without Vagrant, the same VM runs under QEMU (as root):
 ## The labs
 
 The notebooks are in `notebooks/` ({labs}).  Each has a handout in `labs/<lab>/handout.md`.
+In the VM, JupyterLab shows them in `notebooks/` of your home there: each is copied in from this
+repository when the VM starts, unless you have it already, so your edits are never overwritten.
+They stay across `vagrant halt` and `vagrant up`; `vagrant destroy` deletes them, so hand in
+your zip first.
 A lab runs in quick mode unless you ask for full mode (`MODE = "full"` in its first cells):
 quick mode takes minutes, full mode the source studies' durations (hours for lab 2); the
 notebook says how long before it starts.  Your results go to `notebooks/submission/<lab>/`; a

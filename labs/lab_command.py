@@ -15,7 +15,9 @@ files for that lab and mode.  As root the lab runs into a new folder only root c
 files are then given to the caller, and a child process that has become the caller (its uid, gid
 and groups) copies them into DEST and moves them into place (labkit.install_results: earlier
 results are kept, never deleted).  So the kernel's own permission checks decide whether the
-caller may write in DEST: a run cannot write into another user's folders.
+caller may write in DEST: a run cannot write into another user's folders.  The same check, as
+the caller, runs before the lab does, so a folder the caller may not write costs one line of
+error and no run.
 
 Lab 5's live connections run in the student's own process, which chooses each connection's
 algorithm as it learns.  For them `lab5-paths` builds the lab's two fixed paths as root
@@ -115,9 +117,9 @@ def give(tree: Path, who: pwd.struct_passwd) -> None:
             os.lchown(name, who.pw_uid, who.pw_gid)
 
 
-def hand_over(lab: str, staged: Path, dest: Path, who: pwd.struct_passwd) -> int:
-    """As the caller: copy staged/<lab> into DEST and put it in place; returns the child's status."""
-    import labkit
+def as_caller(who: pwd.struct_passwd, work, what: str) -> int:
+    """Run work() in a child process that has become the caller (its uid, gid and groups), so
+    the kernel's own permission checks apply; returns the child's exit status (0: done)."""
     pid = os.fork()
     if pid == 0:
         code = 1
@@ -125,21 +127,40 @@ def hand_over(lab: str, staged: Path, dest: Path, who: pwd.struct_passwd) -> int
             os.setgroups(os.getgrouplist(who.pw_name, who.pw_gid))
             os.setgid(who.pw_gid)
             os.setuid(who.pw_uid)
-            dest.mkdir(parents=True, exist_ok=True)
-            incoming = Path(tempfile.mkdtemp(prefix=f".{lab}.incoming-", dir=dest))
-            try:
-                shutil.copytree(staged / lab, incoming / lab, symlinks=True)
-                labkit.install_results(lab, incoming / lab, dest)
-            finally:
-                shutil.rmtree(incoming, ignore_errors=True)
+            work()
             code = 0
         except OSError as e:
-            print(f"{PROG}: cannot put the results in {dest} as {who.pw_name}: "
-                  f"{e.strerror or e}", file=sys.stderr, flush=True)
+            print(f"{PROG}: {what} as {who.pw_name}: {e.strerror or e}", file=sys.stderr, flush=True)
         finally:
             os._exit(code)
     _, status = os.waitpid(pid, 0)
     return os.waitstatus_to_exitcode(status)
+
+
+def can_write(dest: Path, who: pwd.struct_passwd) -> int:
+    """Before the run: the caller may write in DEST, or in the nearest folder above it that
+    exists, where DEST will be made (else the run would be wasted).  Nothing is left behind."""
+    def probe():
+        d = dest.absolute()
+        while not d.exists() and d != d.parent:
+            d = d.parent
+        os.rmdir(tempfile.mkdtemp(prefix=".cclab-probe-", dir=d))
+    return as_caller(who, probe, f"cannot write results in {dest}")
+
+
+def hand_over(lab: str, staged: Path, dest: Path, who: pwd.struct_passwd) -> int:
+    """As the caller: copy staged/<lab> into DEST and put it in place; returns the child's status."""
+    import labkit
+
+    def install():
+        dest.mkdir(parents=True, exist_ok=True)
+        incoming = Path(tempfile.mkdtemp(prefix=f".{lab}.incoming-", dir=dest))
+        try:
+            shutil.copytree(staged / lab, incoming / lab, symlinks=True)
+            labkit.install_results(lab, incoming / lab, dest)
+        finally:
+            shutil.rmtree(incoming, ignore_errors=True)
+    return as_caller(who, install, f"cannot put the results in {dest}")
 
 
 ALLOWED = Path("/proc/sys/net/ipv4/tcp_allowed_congestion_control")
@@ -190,6 +211,8 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["CCLAB_KIT"] = str(KIT)
     os.environ.pop("CCLAB_REPLAY", None)
     import labkit
+    if can_write(dest, who) != 0:
+        return 1
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     signal.signal(signal.SIGHUP, signal.default_int_handler)
     stop_when_input_ends()

@@ -7,7 +7,7 @@
 # Environment:
 #   CCLAB_KIT      the checkout, as seen from where this script runs   (default: parent of vm/)
 #   CCLAB_KIT_MOUNT where the checkout appears when the VM runs       (default: /kit)
-#   CCLAB_USER     the lab user that runs JupyterLab and captures      (default: vagrant if it exists, else lab)
+#   CCLAB_USER     the lab user that runs JupyterLab and captures      (default: lab)
 #   CCLAB_KVER     kernel to build modules for (default: the running one if its modules are
 #                  installed, else the newest installed linux-image)
 set -euo pipefail
@@ -28,10 +28,9 @@ case "${ID}:${VERSION_ID:-}" in
   *) die "unsupported distribution ${PRETTY_NAME:-$ID}: the kit supports Debian 12, Ubuntu 22.04 and 24.04" ;;
 esac
 
-if [ -n "${CCLAB_USER:-}" ]; then LAB_USER=$CCLAB_USER
-elif id vagrant >/dev/null 2>&1; then LAB_USER=vagrant
-else LAB_USER=lab
-fi
+# The lab user is the students' own account, never a box's vagrant user: a Vagrant box lets
+# vagrant run anything as root (Vagrant needs that), and the notebook kernel must not.
+LAB_USER=${CCLAB_USER:-lab}
 
 # ---------------------------------------------------------------- packages
 # dpkg: skip documentation and man pages (smaller, faster image), no man-db rebuilds.
@@ -98,7 +97,7 @@ fi
 # that one: the lab command (labs/lab_command.py), through a root-owned wrapper that fixes the
 # interpreter and the kit it runs, with Python in isolated mode (no PYTHONPATH, no user site).
 # sudo resets the environment.  (A Vagrant box's own sudoers file gives its vagrant user more;
-# that is the box's, for Vagrant itself.)
+# that is the box's, for Vagrant itself, and JupyterLab does not run as vagrant.)
 install -d -m 0755 /usr/local/sbin
 cat > /usr/local/sbin/cclab-lab-run <<EOF
 #!/bin/sh
@@ -237,6 +236,33 @@ cat > "$VENV/share/jupyter/lab/settings/overrides.json" <<'EOF'
 {"@jupyterlab/notebook-extension:tracker": {"windowingMode": "none"},
  "@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": false}}
 EOF
+# The student's notebooks live in the lab user's home (~/notebooks, on the VM's own disk): the
+# shared checkout at $KIT_MOUNT may be read-only in the VM (libvirt's QEMU writes the share as its
+# own user), and a copy there would be replaced by the next rsync.  Before JupyterLab starts,
+# each lab notebook the student does not have yet is copied in; one the student has is never
+# touched.  labkit.py is a link to the kit's, so a fixed kit reaches every lab, unless the
+# student put a file of their own in its place.
+cat > /usr/local/sbin/cclab-seed-notebooks <<EOF
+#!/bin/sh
+# Runs as the lab user before JupyterLab starts (cclab-jupyter.service): see vm/provision.sh.
+set -eu
+src=$KIT_MOUNT/notebooks
+dest=\$HOME/notebooks
+if [ ! -d "\$src" ]; then
+  echo "cclab-seed-notebooks: \$src is not there (is the kit shared at $KIT_MOUNT?); nothing copied" >&2
+  exit 0
+fi
+mkdir -p "\$dest"
+for nb in "\$src"/*.ipynb; do
+  [ -e "\$nb" ] || continue
+  [ -e "\$dest/\${nb##*/}" ] || cp "\$nb" "\$dest/"
+done
+if [ ! -e "\$dest/labkit.py" ] || [ -L "\$dest/labkit.py" ]; then
+  ln -sfn "\$src/labkit.py" "\$dest/labkit.py"
+fi
+EOF
+chown root:root /usr/local/sbin/cclab-seed-notebooks
+chmod 0755 /usr/local/sbin/cclab-seed-notebooks
 cat > /etc/systemd/system/cclab-jupyter.service <<EOF
 [Unit]
 Description=JupyterLab for the congestion-control labs
@@ -248,7 +274,8 @@ WorkingDirectory=$home
 Environment=PATH=$VENV/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 Environment=CCLAB_KIT=$KIT_MOUNT
 Environment=CCLAB_MODE=quick
-ExecStart=/bin/sh -c 'exec $VENV/bin/jupyter lab --no-browser --ip=0.0.0.0 --port=8888 --ServerApp.root_dir=$KIT_MOUNT --IdentityProvider.token="\$(cat $token_file)"'
+ExecStartPre=/usr/local/sbin/cclab-seed-notebooks
+ExecStart=/bin/sh -c 'exec $VENV/bin/jupyter lab --no-browser --ip=0.0.0.0 --port=8888 --ServerApp.root_dir=$home --IdentityProvider.token="\$(cat $token_file)"'
 Restart=on-failure
 
 [Install]

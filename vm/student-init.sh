@@ -4,9 +4,9 @@
 # a Vagrant box does -- JupyterLab as the lab user among them -- and then cclab-ctl.service, which
 # runs the host's command as root and powers off.
 #
-# /kit is the host's checkout (9p, read-only here) under a writable layer in memory, owned by
-# the lab user where a student writes (notebooks/), as a synced folder is: what the student's
-# session writes stays in the guest and never lands in the checkout.
+# /kit is the host's checkout (9p, read-only here) under a writable layer in memory, so that
+# nothing the guest does lands in the checkout.  The student works in the lab user's home
+# (~/notebooks, seeded from /kit/notebooks by the JupyterLab unit), as in the Vagrant VM.
 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 export PATH
 
@@ -22,11 +22,8 @@ mount -t 9p -o trans=virtio,version=9p2000.L,msize=524288 ctl /run/cclab-ctl \
 if mount -t 9p -o ro,trans=virtio,version=9p2000.L,msize=524288 kit /mnt/kit-share; then
   mount -t tmpfs -o mode=0755 kit-rw /mnt/kit-rw
   mkdir -p /mnt/kit-rw/upper /mnt/kit-rw/work
-  if mount -t overlay overlay \
+  if ! mount -t overlay overlay \
       -o lowerdir=/mnt/kit-share,upperdir=/mnt/kit-rw/upper,workdir=/mnt/kit-rw/work /kit; then
-    user=$(sed -n 's/^User=//p' /etc/systemd/system/cclab-jupyter.service)
-    [ -n "$user" ] && chown "$user:" /kit/notebooks
-  else
     echo "cclab-student-init: no overlay on /kit; the kit is read-only" >/dev/console
     mount --bind /mnt/kit-share /kit
   fi

@@ -37,7 +37,7 @@ sys.path.insert(0, str(KIT))
 ART = Path(os.environ.get("CCLAB_ARTIFACTS", KIT / "results" / "student-test"))
 CHROMIUM = os.environ.get("CCLAB_CHROMIUM", "/usr/bin/chromium")
 LAB = "lab1"
-FOLDER = "my-lab1"                     # where the student keeps their copy (under /kit/notebooks)
+FOLDER = "my-lab1"                     # where the student keeps their copy (under ~/notebooks)
 RUN_ALL_TIMEOUT_S = 3600               # a bound on a stuck run, not a budget: quick mode runs far less
 
 
@@ -125,7 +125,15 @@ def guest():
 
 def test_the_vm_boots_systemd_and_jupyterlab_runs_as_the_lab_user(guest):
     assert guest.facts["pid1"] == "systemd", guest.facts
-    assert guest.facts["jupyter_user"] not in ("", "root"), guest.facts
+    assert guest.facts["jupyter_user"] == "lab", guest.facts      # not root, not a box's vagrant
+
+
+def test_the_lab_notebooks_wait_in_the_students_own_folder(guest):
+    """The unit copied every lab notebook of the kit into ~lab/notebooks before JupyterLab
+    started, with labkit.py beside them (a link to the kit's)."""
+    listing = {e["name"] for e in guest.api("/api/contents/notebooks")["content"]}
+    kit = {p.name for p in (KIT / "notebooks").glob("lab*.ipynb")}
+    assert kit and kit | {"labkit.py"} <= listing, listing
     assert re.fullmatch(r"[0-9a-f]{48}", guest.token), guest.token
 
 

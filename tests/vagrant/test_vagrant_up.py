@@ -7,7 +7,9 @@ not depend on).
 Checked, in order: provisioning ends with the JupyterLab URL and its token; the forwarded port on
 127.0.0.1 answers with that token and refuses without it; `vagrant ssh -c` runs a quick lab 1
 experiment as the vagrant user (labkit.run_lab from /kit/notebooks, so through the lab command
-and sudo, as a notebook does); `vagrant destroy -f` leaves no domain, no volume of its own and
+and sudo, as a notebook does); JupyterLab runs as the lab user, whose only root command is the
+lab command, and a notebook the student saves through the forwarded port stays in
+~lab/notebooks, unchanged, across `vagrant reload`; `vagrant destroy -f` leaves no domain, no volume of its own and
 no network behind.  The box's base volume, which vagrant-libvirt keeps in the pool for the next
 `vagrant up` of the same box by design, is removed with the box at the end and the pool is then
 checked to be as it was.
@@ -20,6 +22,7 @@ results/vagrant-test/ of the kit.
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -227,22 +230,32 @@ def get(path: str) -> int:
         return e.code
 
 
-def test_2_forwarded_port_answers_with_the_token_and_refuses_without(lab):
-    token = getattr(lab, "token", None)
-    assert token, "no token: provisioning did not print the URL"
-    # Provisioning prints the URL as soon as it has restarted the unit; JupyterLab takes a while
-    # longer to listen (under emulation, tens of seconds).  Until then the forward resets.
+def wait_for_jupyter(token: str) -> float:
+    """Seconds until JupyterLab answers on the forwarded port.  The unit is started before it
+    listens (under emulation, tens of seconds later); until then the forward resets."""
     t0, last = time.monotonic(), None
     while time.monotonic() - t0 < 300:
         try:
             get(f"/api/status?token={token}")
-            break
+            return time.monotonic() - t0
         except (ConnectionError, urllib.error.URLError, socket.timeout) as e:
             last = e
             time.sleep(3)
-    else:
-        pytest.fail(f"JupyterLab did not answer on 127.0.0.1:{PORT} within 300 s: {last!r}")
-    lab.timings["jupyter-answers"] = time.monotonic() - t0
+    pytest.fail(f"JupyterLab did not answer on 127.0.0.1:{PORT} within 300 s: {last!r}")
+
+
+def api(token: str, path: str, method: str = "GET", body=None):
+    req = urllib.request.Request(f"http://127.0.0.1:{PORT}{path}?token={token}", method=method,
+                                 data=None if body is None else json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=60) as r:
+        return json.load(r)
+
+
+def test_2_forwarded_port_answers_with_the_token_and_refuses_without(lab):
+    token = getattr(lab, "token", None)
+    assert token, "no token: provisioning did not print the URL"
+    lab.timings["jupyter-answers"] = wait_for_jupyter(token)
     print(f"[vagrant-test] JupyterLab answered {lab.timings['jupyter-answers']:.0f} s after provisioning")
     assert get(f"/api/status?token={token}") == 200
     assert get(f"/lab?token={token}") == 200
@@ -286,14 +299,42 @@ def test_3_vagrant_ssh_runs_a_quick_experiment_as_the_vagrant_user(lab):
         assert f"lab1: {exp}:" in out, f"{exp} did not run:\n{out[-3000:]}"
 
 
-@pytest.mark.xfail(reason="libvirt's QEMU writes the 9p share as its own user (libvirt-qemu), which "
-                   "may not write the host's checkout: /kit/notebooks is then read-only in the VM",
-                   strict=False)
-def test_3b_the_vagrant_user_can_write_its_notebooks_in_kit(lab):
-    assert lab.up.returncode == 0, "vagrant up failed"
-    r = lab.ssh("kit-write", "touch /kit/notebooks/.cclab-write-test && rm /kit/notebooks/.cclab-write-test"
-                " && echo WRITABLE", check=False)
-    assert "WRITABLE" in r.stdout, (r.stdout + r.stderr).strip()[-500:]
+WHO = r'''
+set -eu
+ps -o user= -p "$(systemctl show -p MainPID --value cclab-jupyter.service)"
+sudo -l -U lab | sed -n '/may run the following/,$p' | tail -n +2
+'''
+
+
+def test_3b_jupyterlab_runs_as_the_lab_user_and_keeps_what_the_student_saves(lab):
+    """The notebook kernel is the lab user's, whose one root command is the lab command; what a
+    student saves lands in ~lab/notebooks and is still there, unchanged, after `vagrant reload`
+    (the boot copies in only the lab notebooks the student does not have)."""
+    token = getattr(lab, "token", None)
+    assert token, "no token: provisioning did not print the URL"
+    out = lab.ssh("jupyter-user", WHO).stdout.strip().splitlines()
+    assert out[0].strip() == "lab", out
+    rules = [l.strip() for l in out[1:] if l.strip()]
+    assert rules == ["(root) NOPASSWD: /usr/local/sbin/cclab-lab-run"], rules
+    wait_for_jupyter(token)
+    seeded = {e["name"] for e in api(token, "/api/contents/notebooks")["content"]}
+    assert {"lab1.ipynb", "labkit.py"} <= seeded, seeded
+    edited = api(token, "/api/contents/notebooks/lab1.ipynb", body=None)["content"]
+    edited["cells"].append({"cell_type": "markdown", "id": "student-note", "metadata": {},
+                            "source": "my own note"})
+    api(token, "/api/contents/notebooks/lab1.ipynb", "PUT",
+        {"type": "notebook", "format": "json", "content": edited})
+    api(token, "/api/contents/notebooks/mine.ipynb", "PUT",
+        {"type": "notebook", "format": "json",
+         "content": {"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}})
+    owners = lab.ssh("owners", "sudo stat -c '%U %n' ~lab/notebooks/lab1.ipynb ~lab/notebooks/mine.ipynb")
+    assert [l.split()[0] for l in owners.stdout.strip().splitlines()] == ["lab", "lab"], owners.stdout
+    lab.vagrant("reload", "reload", timeout=1800)
+    lab.timings["jupyter-after-reload"] = wait_for_jupyter(token)
+    after = {e["name"] for e in api(token, "/api/contents/notebooks")["content"]}
+    assert {"lab1.ipynb", "mine.ipynb", "labkit.py"} <= after, after
+    again = api(token, "/api/contents/notebooks/lab1.ipynb")["content"]
+    assert any(c.get("source") == "my own note" for c in again["cells"]), "the edit was lost"
 
 
 def test_4_destroy_leaves_nothing_behind(lab):

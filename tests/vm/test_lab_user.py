@@ -1,15 +1,23 @@
-"""What provisioning promised the lab user: JupyterLab with token auth, and packet capture.
+"""What provisioning promised the lab user: JupyterLab with token auth in the lab user's own
+notebooks folder, packet capture, and the one root command (the lab command), which refuses a
+folder the caller may not write and stops cleanly when the notebook is interrupted.
 
 The test guest boots without systemd, so the service is checked as configured (enabled, its
-unit's command) and then started by hand as the unit would start it.
+unit's commands) and then started by hand as the unit would start it.  (tests/student boots the
+guest under systemd and drives the service from a browser.)
 """
 import json
 import os
+import pwd
 import re
+import shutil
+import signal
 import subprocess
+import tempfile
 import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 UNIT = "/etc/systemd/system/cclab-jupyter.service"
 TOKEN_FILE = "/etc/cclab/jupyter-token"
@@ -20,13 +28,48 @@ def unit_field(name):
         return re.search(rf"^{name}=(.*)$", f.read(), re.M).group(1)
 
 
+def api(port, token, path, method="GET", body=None):
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}?token={token}", method=method,
+                                 data=None if body is None else json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        return json.load(r)
+
+
 def test_jupyter_service_enabled_with_token_auth():
     enabled = subprocess.run(["systemctl", "is-enabled", "cclab-jupyter.service"],
                              capture_output=True, text=True)
     assert enabled.stdout.strip() == "enabled", enabled.stdout + enabled.stderr
     user = unit_field("User")
+    assert user != "vagrant" and user != "root", user
+    # the lab user's sudo is the lab command and nothing else
+    rules = subprocess.run(["sudo", "-l", "-U", user], capture_output=True, text=True).stdout
+    commands = [l.strip() for l in rules.splitlines() if "NOPASSWD" in l or l.startswith("    (")]
+    assert commands and all(c.endswith("/usr/local/sbin/cclab-lab-run") for c in commands), rules
     token = open(TOKEN_FILE).read().strip()
     assert len(token) >= 32
+    home = pwd.getpwnam(user).pw_dir
+    notebooks = Path(home) / "notebooks"
+    had = notebooks.exists()
+    env = {"PATH": "/opt/cclab/venv/bin:/usr/bin:/bin", "HOME": home}
+
+    def seed():
+        r = subprocess.run(["/usr/sbin/runuser", "-u", user, "--", unit_field("ExecStartPre")],
+                           env=env, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+
+    # the unit's first step copies the lab notebooks into the lab user's ~/notebooks ...
+    seed()
+    kit_nbs = sorted(p.name for p in Path("/kit/notebooks").glob("*.ipynb"))
+    assert kit_nbs and all((notebooks / n).is_file() for n in kit_nbs), kit_nbs
+    assert all((notebooks / n).stat().st_uid == pwd.getpwnam(user).pw_uid for n in kit_nbs)
+    assert os.path.realpath(notebooks / "labkit.py") == os.path.realpath("/kit/notebooks/labkit.py")
+    # ... and never replaces one the student has (the next boot runs it again)
+    mine = notebooks / kit_nbs[0]
+    subprocess.run(["/usr/sbin/runuser", "-u", user, "--", "sh", "-c",
+                    f"echo '{{\"mine\": 1}}' > {mine}"], check=True)
+    seed()
+    assert json.loads(mine.read_text()) == {"mine": 1}
 
     port = "8899"
     cmd = unit_field("ExecStart").replace("--port=8888", f"--port={port}").replace("\\$", "$")
@@ -51,9 +94,20 @@ def test_jupyter_service_enabled_with_token_auth():
             raise AssertionError("JupyterLab answered without the token")
         except urllib.error.HTTPError as e:
             assert e.code == 403
+        # JupyterLab serves the lab user's home: the notebooks are there, and what the student
+        # saves lands in ~/notebooks as the lab user's file
+        listing = {e["name"] for e in api(port, token, "/api/contents/notebooks")["content"]}
+        assert set(kit_nbs) <= listing, listing
+        api(port, token, "/api/contents/notebooks/saved-by-test.ipynb", "PUT",
+            {"type": "notebook", "format": "json", "content": {
+                "cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}})
+        saved = notebooks / "saved-by-test.ipynb"
+        assert saved.is_file() and saved.stat().st_uid == pwd.getpwnam(user).pw_uid
     finally:
         os.killpg(p.pid, 15)
         p.wait(timeout=30)
+        if not had:
+            shutil.rmtree(notebooks, ignore_errors=True)
 
 
 def test_lab_user_can_capture(tmp_path):
@@ -73,3 +127,74 @@ def test_lab_user_can_capture(tmp_path):
         ping.wait(timeout=30)
         if os.path.exists(out):
             os.unlink(out)
+
+
+def _namespaces() -> set[str]:
+    return set(subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split())
+
+
+def test_the_lab_command_refuses_a_folder_the_caller_may_not_write_before_it_runs():
+    """A run started by the lab user cannot write into another user's folders: the lab command
+    says so in one line, before any experiment, and makes nothing there."""
+    user = unit_field("User")
+    dest = f"/root/cclab-not-{user}s-{os.getpid()}"
+    r = subprocess.run(["runuser", "-u", user, "--", "sudo", "-n", "/usr/local/sbin/cclab-lab-run",
+                        "lab1", "quick", dest], capture_output=True, text=True, timeout=300,
+                       stdin=subprocess.DEVNULL)
+    assert r.returncode == 1, (r.returncode, r.stdout, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(
+        f"cclab-lab-run: cannot write results in {dest} as {user}: "), r.stderr
+    assert "lab1-" not in r.stdout, f"it ran experiments first: {r.stdout}"
+    assert not os.path.exists(dest)
+
+
+def test_interrupting_the_notebooks_run_stops_it_cleans_up_and_keeps_earlier_results():
+    """A kernel interrupt (SIGINT to the notebook's Python, as JupyterLab's stop button sends it)
+    during a lab 1 run through the lab command: the run stops, the command says it kept nothing,
+    no namespace, staging folder or process of the run is left, and the student's earlier
+    results are as they were."""
+    user = pwd.getpwnam(unit_field("User"))
+    dest = Path(tempfile.mkdtemp(prefix="cclab-test-interrupt-", dir=user.pw_dir))
+    earlier = dest / "lab1"
+    earlier.mkdir()
+    (earlier / "earlier.txt").write_text("mine\n")
+    for p in (dest, earlier, earlier / "earlier.txt"):
+        os.chown(p, user.pw_uid, user.pw_gid)
+    before = _namespaces()
+    staged_before = set(Path("/var/tmp").glob("cclab-lab1-*"))
+    script = ("import sys; sys.path.insert(0, sys.argv[1]); import labkit; "
+              "labkit.run_lab('lab1', 'quick', root=sys.argv[2])")
+    env = {"PATH": "/opt/cclab/venv/bin:/usr/bin:/bin", "HOME": user.pw_dir, "LANG": "C.UTF-8",
+           "CCLAB_KIT": "/kit", "MPLBACKEND": "Agg"}
+    p = subprocess.Popen(["/opt/cclab/venv/bin/python3", "-c", script, "/kit/notebooks", str(dest)],
+                         user=user.pw_uid, group=user.pw_gid, extra_groups=[], env=env, cwd=dest,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         start_new_session=True)
+    out = []
+    try:
+        for line in p.stdout:
+            out.append(line)
+            if line.startswith("[run 1/"):
+                break
+        assert any(l.startswith("[run 1/") for l in out), "".join(out)
+        time.sleep(8)                       # the run is under way: namespaces, flows
+        p.send_signal(signal.SIGINT)
+        out += p.stdout.readlines()
+        p.wait(timeout=300)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+    text = "".join(out)
+    assert p.returncode != 0 and "KeyboardInterrupt" in text, text[-2000:]
+    assert "lab1: interrupted; nothing of this run was kept" in text, text[-2000:]
+    assert (earlier / "earlier.txt").read_text() == "mine\n"
+    assert sorted(x.name for x in dest.iterdir()) == ["lab1"], sorted(x.name for x in dest.iterdir())
+    assert sorted(x.name for x in earlier.iterdir()) == ["earlier.txt"]
+    assert _namespaces() <= before, _namespaces() - before
+    assert set(Path("/var/tmp").glob("cclab-lab1-*")) <= staged_before
+    left = subprocess.run(["pgrep", "-a", "-x", "iperf3|tcpdump|dumpcap|ping"],
+                          capture_output=True, text=True).stdout
+    assert not left.strip(), left
+    shutil.rmtree(dest)
