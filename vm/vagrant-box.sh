@@ -18,8 +18,8 @@
 #
 # Notes for the host: libvirt's QEMU reads the kernel and initrd from the box folder inside
 # VAGRANT_HOME (default ~/.vagrant.d), so the user QEMU runs as (libvirt-qemu on Debian) must be
-# able to reach it, and the 9p synced folder needs the checkout readable by that user
-# (writable, for writes from the guest into /kit).
+# able to reach it, and the 9p synced folder needs the checkout readable by that user (the
+# guest only reads /kit: the student's notebooks live in the lab user's home in the VM).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)

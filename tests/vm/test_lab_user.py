@@ -166,11 +166,16 @@ def test_interrupting_the_notebooks_run_stops_it_cleans_up_and_keeps_earlier_res
     script = ("import sys; sys.path.insert(0, sys.argv[1]); import labkit; "
               "labkit.run_lab('lab1', 'quick', root=sys.argv[2])")
     env = {"PATH": "/opt/cclab/venv/bin:/usr/bin:/bin", "HOME": user.pw_dir, "LANG": "C.UTF-8",
-           "CCLAB_KIT": "/kit", "MPLBACKEND": "Agg"}
+           "CCLAB_KIT": "/kit", "MPLBACKEND": "Agg",
+           "PYTHONUNBUFFERED": "1"}        # each progress line as it comes, as a kernel sends it
     p = subprocess.Popen(["/opt/cclab/venv/bin/python3", "-c", script, "/kit/notebooks", str(dest)],
                          user=user.pw_uid, group=user.pw_gid, extra_groups=[], env=env, cwd=dest,
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                         start_new_session=True)
+                         start_new_session=True,
+                         # a kernel turns SIGINT into KeyboardInterrupt; Python does so only if
+                         # SIGINT is not ignored when it starts (the guest's own command runs
+                         # with it ignored)
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     out = []
     try:
         for line in p.stdout:
