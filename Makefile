@@ -57,9 +57,10 @@ vm-test-nightly: vm-image
 test-student: vm-image
 	$(PYTHON) -m pytest -v -p no:cacheprovider -s tests/student
 
-# test-student is its own target, not part of test: on a 2-core host the browser beside the
-# software-emulated guest starves it (a lab 1 run in the browser read packet spacing 1.11x and
-# its fidelity verdict failed, so the grader rightly scored it 0).
+# test-student is its own target, which CI (.ci/run) runs after make test: the browser and the
+# guest share the host, so it does not run beside the other guest suites.  Chromium runs at the
+# lowest CPU priority: beside the software-emulated guest it once starved it (a lab 1 run read
+# packet spacing 1.11x and its fidelity verdict failed, so the grader rightly scored it 0).
 # The image is built (or found current) while the host tests and module builds run: it waits on
 # the network and dpkg more than on the CPU, and the guest cannot boot before it anyway. Its log
 # is printed when it ends; a failed build stops make test after the host steps have reported.
