@@ -64,7 +64,7 @@ Provisioning ends with a line like
 ```
 
 Open that address in your browser (it listens on your own machine only).  Lost the token?
-`vagrant ssh -c 'cat /etc/cclab/jupyter-token'`.
+`vagrant ssh -c 'sudo cat /etc/cclab/jupyter-token'`.
 
 On a Linux host without Vagrant, the same VM runs under QEMU (as root):
 `apt-get install qemu-system-x86 debootstrap`, then `vm/run.sh -- cclab profiles`.
