@@ -257,11 +257,22 @@ def test_starlink_seed_loss(tmp_path):
     # 2 % loss on the data direction, measured end to end by UDP: ~47,000 datagrams of 64
     # bytes (6.6 Mbit/s on the wire, below tbf's 10) give a relative standard error near
     # 3.3 %, so 10 % is 3 sigma.
+    # The profile's loss is netem's own count: what the guest itself loses besides (a receiver
+    # that falls behind under emulation on a busy host) is not the link's, and once made the
+    # end-to-end figure miss by more than 10 % in a CI run where netem's was not looked at.
+    # netem cannot overflow here: tbf lets at most ~590 of these frames into its 50 ms line.
     d, _ = run(tmp_path, "starlink-seed",
                [Flow(cca="cubic", protocol="udp", rate="4mbit", length=64, duration=6)],
                ping=False, ss=False)
-    fl = results.load(d, "flows")
-    assert near(float(fl.lost_percent[0]), 2.0), fl.lost_percent[0]
+    lost, sent = udp_loss(d, 1)
+    q = results.load(d, "qdisc")
+    netem = q[(q.direction == "down") & (q.kind == "netem")].sort_values("t").iloc[-1]
+    seen = netem.packets + netem.drops + netem.backlog_packets
+    print(f"netem on {netem.dev}: {netem.drops} dropped of {seen} packets; end to end "
+          f"{100 * lost / sent:.3f} % of {sent}")
+    assert 0.99 * sent <= seen <= 1.01 * sent + 100, (seen, sent)   # every datagram passed it
+    assert near(100 * netem.drops / seen, 2.0)
+    assert lost >= 0.95 * netem.drops                # what netem dropped never arrived
 
 
 def test_geo(tmp_path, no_hystart, base_rtt):
