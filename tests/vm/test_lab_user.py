@@ -13,11 +13,12 @@ import re
 import shutil
 import signal
 import subprocess
-import tempfile
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+
+from lab_notebooks import lab_user, namespaces, scratch_for
 
 UNIT = "/etc/systemd/system/cclab-jupyter.service"
 TOKEN_FILE = "/etc/cclab/jupyter-token"
@@ -129,10 +130,6 @@ def test_lab_user_can_capture(tmp_path):
             os.unlink(out)
 
 
-def _namespaces() -> set[str]:
-    return set(subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split())
-
-
 def test_the_lab_command_refuses_a_folder_the_caller_may_not_write_before_it_runs():
     """A run started by the lab user cannot write into another user's folders: the lab command
     says so in one line, before any experiment, and makes nothing there."""
@@ -154,14 +151,14 @@ def test_interrupting_the_notebooks_run_stops_it_cleans_up_and_keeps_earlier_res
     during a lab 1 run through the lab command: the run stops, the command says it kept nothing,
     no namespace, staging folder or process of the run is left, and the student's earlier
     results are as they were."""
-    user = pwd.getpwnam(unit_field("User"))
-    dest = Path(tempfile.mkdtemp(prefix="cclab-test-interrupt-", dir=user.pw_dir))
+    user = lab_user()
+    dest = scratch_for(user, "interrupt")
     earlier = dest / "lab1"
     earlier.mkdir()
     (earlier / "earlier.txt").write_text("mine\n")
-    for p in (dest, earlier, earlier / "earlier.txt"):
+    for p in (earlier, earlier / "earlier.txt"):
         os.chown(p, user.pw_uid, user.pw_gid)
-    before = _namespaces()
+    before = namespaces()
     staged_before = set(Path("/var/tmp").glob("cclab-lab1-*"))
     script = ("import sys; sys.path.insert(0, sys.argv[1]); import labkit; "
               "labkit.run_lab('lab1', 'quick', root=sys.argv[2])")
@@ -197,7 +194,7 @@ def test_interrupting_the_notebooks_run_stops_it_cleans_up_and_keeps_earlier_res
     assert (earlier / "earlier.txt").read_text() == "mine\n"
     assert sorted(x.name for x in dest.iterdir()) == ["lab1"], sorted(x.name for x in dest.iterdir())
     assert sorted(x.name for x in earlier.iterdir()) == ["earlier.txt"]
-    assert _namespaces() <= before, _namespaces() - before
+    assert namespaces() <= before, namespaces() - before
     assert set(Path("/var/tmp").glob("cclab-lab1-*")) <= staged_before
     left = subprocess.run(["pgrep", "-a", "-x", "iperf3|tcpdump|dumpcap|ping"],
                           capture_output=True, text=True).stdout
