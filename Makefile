@@ -4,14 +4,15 @@ PYTHON ?= python3
 VM_TIMEOUT ?= 4500
 
 .PHONY: student-release check test host-tests kmod-test kmod-build vm-image vm-test vm-test-nightly test-student \
-	test-nightly scorecard clean help
+	grader-venv test-nightly scorecard clean help
 
 help:
 	@echo "make check      host-only tests (fast)"
-	@echo "make test       host tests, kernel-module builds, then the in-VM suite (builds the QEMU image)"
+	@echo "make test       host tests, module builds, the in-VM suite, then test-student (builds the QEMU image)"
 	@echo "make vm-image   build (or reuse) the QEMU lab image"
 	@echo "make vm-test    run the in-VM suite only"
-	@echo "make test-student  the student's VM under systemd, lab 1 in JupyterLab through a headless browser"
+	@echo "make test-student  the student release's VM under systemd, every lab in JupyterLab through a headless browser"
+	@echo "make grader-venv   a Python the grader's sandbox user can run (/opt/cclab-grader)"
 	@echo "make test-nightly  the in-VM tests kept out of make test for its time (marked nightly)"
 	@echo "make test-vagrant  vagrant up with vagrant-libvirt from a clean clone (not in make test)"
 	@echo "make scorecard  run the lab masters in the VM (MODE=quick|full, LABS=...) and regenerate docs/scorecard.md"
@@ -33,37 +34,50 @@ vm-image:
 	vm/build-image.sh
 
 # The in-VM suite runs its tests not marked nightly; test-nightly runs the others (the README
-# names them).  Each prints its durations.  What needs no guest is done on the host around it:
-# the autograders are built before it boots (DIST), and the lab runs the guest keeps (VM_RUNS,
-# a new folder each time) are graded and made into the scorecard after it stops (tests/vmruns).
+# names them).  Each prints its durations.  It runs as root in a guest without systemd: the
+# engine, the link emulation, the kernel modules, the lab command.  The labs themselves run in
+# test-student, as a student runs them.
 VM_PYTEST = python3 -m pytest -v -p no:cacheprovider --durations=25
-DIST = build/dist
-VM_RUNS := build/vm-runs/$(shell date -u +%Y%m%d-%H%M%S)
 vm-test: vm-image
 	$(PYTHON) -m pytest -v -p no:cacheprovider tests/vmhost
-	$(PYTHON) grading/build.py lab1 lab2 lab3 lab4 --out $(DIST)
-	mkdir -p $(VM_RUNS)
-	vm/run.sh --timeout $(VM_TIMEOUT) --env CCLAB_DIST=/kit/$(DIST) --env CCLAB_LABS_KEEP=/kit/$(VM_RUNS) \
-	  -- sh -c 'vm/guest-diag.sh start; \
+	vm/run.sh --timeout $(VM_TIMEOUT) -- sh -c 'vm/guest-diag.sh start; \
 	  $(VM_PYTEST) -m "not nightly" tests/vm; rc=$$?; vm/guest-diag.sh report; exit $$rc'
-	CCLAB_VM_RUNS=$(VM_RUNS) CCLAB_DIST=$(DIST) $(PYTHON) -m pytest -v -p no:cacheprovider tests/vmruns
-	@echo "== what each lab's quick mode cost beyond its flows in this guest (a figure, not a test)"
-	@$(PYTHON) bench/lab_overhead.py --kept $(VM_RUNS) || echo "bench/lab_overhead.py: no table (see above)"
 
 vm-test-nightly: vm-image
 	vm/run.sh --timeout $(VM_TIMEOUT) -- sh -c 'vm/guest-diag.sh start; \
 	  $(VM_PYTEST) -m nightly tests/vm; rc=$$?; vm/guest-diag.sh report; exit $$rc'
 
-test-student: vm-image
-	$(PYTHON) -m pytest -v -p no:cacheprovider -s tests/student
+# The grader runs each submission as `nobody` when run as root, so it needs a Python nobody can
+# run (one under /root is not): a venv of the system's python3 with grading/requirements.txt.
+GRADER_VENV ?= /opt/cclab-grader
+GRADER_BASE_PYTHON ?= /usr/bin/python3
+grader-venv:
+	@if $(GRADER_VENV)/bin/python -c 'import otter, nbclient, pandas' 2>/dev/null; then \
+	  echo "grader venv: $(GRADER_VENV)"; else \
+	  $(GRADER_BASE_PYTHON) -m venv $(GRADER_VENV) && \
+	  $(GRADER_VENV)/bin/python -m pip install -q -r grading/requirements.txt && \
+	  echo "grader venv: made $(GRADER_VENV)"; fi
 
-# test-student is its own target, which CI (.ci/run) runs after make test: the browser and the
-# guest share the host, so it does not run beside the other guest suites.  Chromium runs at the
-# lowest CPU priority: beside the software-emulated guest it once starved it (a lab 1 run read
-# packet spacing 1.11x and its fidelity verdict failed, so the grader rightly scored it 0).
-# The image is built (or found current) while the host tests and module builds run: it waits on
-# the network and dpkg more than on the CPU, and the guest cannot boot before it anyway. Its log
-# is printed when it ends; a failed build stops make test after the host steps have reported.
+# The student's journey (tests/student): the student release's VM under systemd, every lab done
+# in JupyterLab through a headless browser as the lab user, each submission graded by the
+# instructor's grade.py (as nobody), and the scorecard made from those runs.  Chromium runs at
+# the lowest CPU priority: beside the software-emulated guest it once starved it (a lab 1 run
+# read packet spacing 1.11x and its fidelity verdict failed, so the grader rightly scored it 0).
+# The autograders are built on the host first (otter assign takes minutes a lab in the guest).
+# At its end it prints what each lab's quick mode cost beyond its flows (a figure, not a test).
+DIST = build/dist
+STUDENT_RUNS := build/student-runs/$(shell date -u +%Y%m%d-%H%M%S)
+test-student: vm-image grader-venv
+	$(PYTHON) grading/build.py lab1 lab2 lab3 lab4 lab5 --out $(DIST)
+	CCLAB_DIST=$(DIST) CCLAB_STUDENT_RUNS=$(STUDENT_RUNS) CCLAB_GRADER_PYTHON=$(GRADER_VENV)/bin/python \
+	  $(PYTHON) -m pytest -v -p no:cacheprovider -s tests/student
+	@echo "== what each lab's quick mode cost beyond its flows in this guest (a figure, not a test)"
+	@$(PYTHON) bench/lab_overhead.py --kept $(STUDENT_RUNS) || echo "bench/lab_overhead.py: no table (see above)"
+
+# make test: the host steps, the in-VM suite, then the student's journey.  The image is built
+# (or found current) while the host tests and module builds run: it waits on the network and
+# dpkg more than on the CPU, and the guest cannot boot before it anyway.  Its log is printed
+# when it ends; a failed build stops make test after the host steps have reported.
 IMAGE_LOG = build/image-build.log
 test:
 	@mkdir -p build; vm/build-image.sh > $(IMAGE_LOG) 2>&1 & img=$$!; \
@@ -71,6 +85,7 @@ test:
 	wait $$img; irc=$$?; echo "== vm/build-image.sh (beside the host steps)"; cat $(IMAGE_LOG); \
 	[ $$rc -eq 0 ] || exit $$rc; [ $$irc -eq 0 ] || { echo "make test: the image build failed ($$irc)" >&2; exit $$irc; }
 	$(MAKE) --no-print-directory vm-test
+	$(MAKE) --no-print-directory test-student
 
 # `vagrant up` for real (tests/vagrant): a clean clone of this repository, a libvirt box made from
 # the QEMU image (vm/vagrant-box.sh), vagrant-libvirt under software emulation where KVM cannot run

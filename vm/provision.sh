@@ -99,10 +99,17 @@ fi
 # sudo resets the environment.  (A Vagrant box's own sudoers file gives its vagrant user more;
 # that is the box's, for Vagrant itself, and JupyterLab does not run as vagrant.)
 install -d -m 0755 /usr/local/sbin
+# Mininet imports distutils.  Where the Python still has its own (before 3.12), the lab command
+# takes that one: setuptools' shim in the venv would otherwise import all of setuptools for it,
+# about 3 s of every lab run under software emulation.
+stdlib_distutils=
+if python3 -c 'import sys; sys.exit(sys.version_info >= (3, 12))'; then   # the venv's own Python
+  stdlib_distutils="env SETUPTOOLS_USE_DISTUTILS=stdlib "
+fi
 cat > /usr/local/sbin/cclab-lab-run <<EOF
 #!/bin/sh
 # The lab user's one privileged command (/etc/sudoers.d/cclab): see $KIT_MOUNT/labs/lab_command.py
-exec $VENV/bin/python3 -I $KIT_MOUNT/labs/lab_command.py "\$@"
+exec ${stdlib_distutils}$VENV/bin/python3 -I $KIT_MOUNT/labs/lab_command.py "\$@"
 EOF
 chown root:root /usr/local/sbin/cclab-lab-run
 chmod 0755 /usr/local/sbin/cclab-lab-run

@@ -1,17 +1,24 @@
-"""The student's journey, as a student takes it: the lab VM boots the way the Vagrant VM does
-(systemd as PID 1, JupyterLab started by its unit as the lab user, its port forwarded to this
-host's 127.0.0.1 only), and a real browser (Debian's chromium, headless, driven by Playwright)
-does lab 1 in JupyterLab: it opens the notebook with the URL and token the VM gives, runs every
-cell in quick mode, and the notebook's export cell makes the submission zip.  The instructor's
-grader (grading/grade.py, on this host) then grades that zip: full marks.
+"""The student's journey, as a student takes it, from the repository a course hands out:
+grading/release.py writes the student release, and its own vm/run.sh boots the lab VM the way
+the Vagrant VM boots (systemd as PID 1, JupyterLab started by its unit as the lab user, its port
+forwarded to this host's 127.0.0.1 only).  A real browser (Debian's chromium, headless, driven
+by Playwright) then does every lab in JupyterLab: it opens the notebook with the URL and token
+the VM gives, runs every cell in quick mode (experiments through the lab command, as the lab
+user), and the notebook's export cell makes the submission zip.  The instructor's grader
+(grading/grade.py, run on this host as an instructor runs it, each submission as `nobody`) then
+grades each zip: full marks, while the same run with numbers edited after it is caught.
 
-The notebook is lab 1's solution notebook as grading/build.py makes it (answers filled in,
-the export cell otter adds), uploaded into a new folder the way a student uploads a file.
-Screenshots of the notebook and of each plot are kept in results/student-test/ (CCLAB_ARTIFACTS
-to put them elsewhere).
+Each notebook is the lab's solution notebook as grading/build.py makes it (answers filled in,
+the export cell otter adds), uploaded into a new folder the way a student uploads a file; the
+release's own notebooks (no answers) wait in ~/notebooks.  Kept, in results/student-test/
+(CCLAB_ARTIFACTS): screenshots of each notebook and its plots, the submission zips, the
+gradebooks.  Each lab's run (its results and executed notebook, <runs>/quick/<lab>/ and
+<lab>.ipynb, as grading/run_master.py --keep lays them out, with the browser's time for each
+notebook in times.json) goes to CCLAB_STUDENT_RUNS (default: <artifacts>/runs): the scorecard is
+made from them here, and bench/lab_overhead.py --kept prints their cost beyond the flows.
 
-Run by `make test-student` (it boots the guest and needs chromium and Playwright: .ci/run
-installs both).
+Run by `make test-student`, the last step of `make test` (needs chromium and Playwright, which
+.ci/run installs, and a Python the user `nobody` can run for the grader: `make grader-venv`).
 """
 from __future__ import annotations
 
@@ -19,6 +26,7 @@ import base64
 import csv
 import json
 import os
+import pwd
 import re
 import shutil
 import signal
@@ -28,6 +36,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -35,10 +44,15 @@ import pytest
 KIT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(KIT))
 ART = Path(os.environ.get("CCLAB_ARTIFACTS", KIT / "results" / "student-test"))
+RUNS = Path(os.environ.get("CCLAB_STUDENT_RUNS", ART / "runs"))
 CHROMIUM = os.environ.get("CCLAB_CHROMIUM", "/usr/bin/chromium")
-LAB = "lab1"
-FOLDER = "my-lab1"                     # where the student keeps their copy (under ~/notebooks)
-RUN_ALL_TIMEOUT_S = 3600               # a bound on a stuck run, not a budget: quick mode runs far less
+# the Python grade.py runs with: one the user `nobody` can run (make grader-venv), since each
+# submission's process drops to nobody and must go on importing what the notebook needs
+GRADER_PYTHON = os.environ.get("CCLAB_GRADER_PYTHON", "/opt/cclab-grader/bin/python")
+LABS = ("lab1", "lab2", "lab3", "lab4", "lab5")
+RUN_ALL_TIMEOUT_S = 3600               # a bound on a stuck lab, not a budget: quick mode runs far less
+GUEST_TIMEOUT_S = len(LABS) * 1800 + 1200
+DONE: dict[str, Path] = {}             # lab -> the submission zip its notebook exported
 
 
 def free_port() -> int:
@@ -48,9 +62,9 @@ def free_port() -> int:
 
 
 class Guest:
-    """The student's VM: vm/run.sh --systemd --forward PORT, whose command reports the
-    JupyterLab service as systemd runs it and then waits; stop() ends vm/run.sh, which stops
-    the guest."""
+    """The student's VM, booted from the release: RELEASE/vm/run.sh --systemd --forward PORT,
+    whose command reports the JupyterLab service as systemd runs it and then waits; stop() ends
+    vm/run.sh, which stops the guest."""
 
     REPORT = r"""
 set -u
@@ -66,13 +80,14 @@ echo "GUEST pid1=$pid1 jupyter_user=$(ps -o user= -p "$main" | tr -d ' ') token=
 while :; do sleep 60; done
 """
 
-    def __init__(self, log: Path):
+    def __init__(self, release: Path, log: Path):
         self.port = free_port()
         self.log = open(log, "w")
         self.proc = subprocess.Popen(
-            [str(KIT / "vm" / "run.sh"), "--systemd", "--forward", str(self.port),
-             "--timeout", str(RUN_ALL_TIMEOUT_S + 1200), "--", "bash", "-c", self.REPORT],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+            [str(release / "vm" / "run.sh"), "--systemd", "--forward", str(self.port),
+             "--timeout", str(GUEST_TIMEOUT_S), "--", "bash", "-c", self.REPORT],
+            cwd=release, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            start_new_session=True)
         self.facts: dict[str, str] = {}
         deadline = time.monotonic() + 1200
         for line in self.proc.stdout:
@@ -102,6 +117,20 @@ while :; do sleep 60; done
             raw = r.read()
         return json.loads(raw) if raw and r.headers.get_content_type() == "application/json" else raw
 
+    def upload(self, path: str, data: bytes, kind: str = "file"):
+        if kind == "notebook":
+            body = {"type": "notebook", "format": "json", "content": json.loads(data)}
+        else:
+            body = {"type": "file", "format": "base64", "content": base64.b64encode(data).decode()}
+        self.api(f"/api/contents/{path}", "PUT", body)
+
+    def shut_down_kernel(self, path: str):
+        """Ends the kernel of the notebook at `path` (as File > Shut Down Kernel does): each lab's
+        kernel would otherwise hold its memory while the next lab runs."""
+        for s in self.api("/api/sessions"):
+            if s.get("path") == path:
+                self.api(f"/api/sessions/{s['id']}", "DELETE")
+
     def stop(self):
         if self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGTERM)
@@ -114,13 +143,132 @@ while :; do sleep 60; done
 
 
 @pytest.fixture(scope="module")
-def guest():
+def release(tmp_path_factory):
+    """The student release of every lab, as an instructor hands it out; its VM inputs are the
+    kit's (same image key), so it boots the image make test built."""
+    from grading import release as rel
+    made = rel.release(tmp_path_factory.mktemp("course") / "course", list(LABS))
+    key = [subprocess.run([str(k / "vm" / "build-image.sh"), "--print-key"], capture_output=True,
+                          text=True, cwd=k).stdout.strip() for k in (made, KIT)]
+    assert key[0] and key[0] == key[1], f"the release's VM inputs differ from the kit's: {key}"
+    return made
+
+
+@pytest.fixture(scope="module")
+def dist(tmp_path_factory):
+    """lab -> grading/build.py's output for it (CCLAB_DIST: built before the guest booted)."""
+    from grading import build
+    made = os.environ.get("CCLAB_DIST")
+    scratch = tmp_path_factory.mktemp("dist")
+    return lambda lab: build.built(lab, Path(made) if made else None, scratch)
+
+
+@pytest.fixture(scope="module")
+def guest(release):
     ART.mkdir(parents=True, exist_ok=True)
-    g = Guest(ART / "guest.log")
+    g = Guest(release, ART / "guest.log")
     try:
         yield g
     finally:
         g.stop()
+
+
+def niced_browser(folder: Path) -> Path:
+    """Chromium at the lowest CPU priority: on a 2-core host the browser beside the
+    software-emulated guest can starve it, and a lab run then fails its fidelity verdict (packet
+    spacing read 1.11x once), which the grader rightly scores 0.  The student's own machine has
+    the cores; here the guest comes first."""
+    wrapper = folder / "chromium-niced"
+    wrapper.write_text(f'#!/bin/sh\nexec nice -n 19 {CHROMIUM} "$@"\n')
+    wrapper.chmod(0o755)
+    return wrapper
+
+
+@pytest.fixture(scope="module")
+def browser(guest, tmp_path_factory):
+    from playwright.sync_api import sync_playwright
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=str(niced_browser(tmp_path_factory.mktemp("chromium"))),
+                              headless=True, args=["--no-sandbox", "--disable-gpu"])
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+def run_all_cells(guest, browser, path: str, shots: Path) -> tuple[dict, float, int]:
+    """Open the notebook at `path` in JupyterLab, Run All Cells, save it; returns the notebook
+    as the server then holds it, the seconds Run All took and the number of plots shown.
+    Screenshots of the opened notebook, the whole notebook after the run and each plot go to
+    `shots`."""
+    shots.mkdir(parents=True, exist_ok=True)
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    # a workspace of its own: JupyterLab's default one would open the earlier notebooks again
+    # (their tabs, their kernels) beside this one
+    space = re.sub(r"[^A-Za-z0-9]", "-", path)
+    try:
+        page.goto(f"{guest.base}/lab/workspaces/{space}/tree/{path}?token={guest.token}")
+        page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=300_000)
+        # the kernel has started: the status bar reads "Python 3 (ipykernel) | Idle"
+        page.wait_for_function(
+            "() => /\\|\\s*Idle/.test(document.getElementById('jp-main-statusbar')"
+            "?.textContent || '')", timeout=300_000, polling=1000)
+        page.screenshot(path=str(shots / "opened.png"))
+        page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+        page.get_by_text("Run All Cells", exact=True).click()
+        began = time.monotonic()
+        # Run All queues every cell at once ([*]); it is over when no cell waits, whether the
+        # last one ran or an error stopped the rest (the caller checks the saved notebook)
+        page.wait_for_function(
+            """() => {
+                const p = [...document.querySelectorAll(
+                    '.jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell .jp-InputPrompt')]
+                    .map(e => e.textContent.trim());
+                return p.some(t => /\\[\\d+\\]/.test(t)) && !p.some(t => t.includes('*'));
+            }""", timeout=RUN_ALL_TIMEOUT_S * 1000, polling=2000)
+        took = time.monotonic() - began
+        page.keyboard.press("Control+s")
+        time.sleep(3)
+        plots = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-OutputArea-output img")
+        for i in range(plots.count()):
+            plots.nth(i).scroll_into_view_if_needed()
+            plots.nth(i).screenshot(path=str(shots / f"plot-{i + 1}.png"))
+        shown = plots.count()
+        # the whole notebook in one picture: JupyterLab scrolls inside its own panel, so the
+        # window is made as tall as the notebook first
+        tall = page.evaluate("() => Math.max(0, ...[...document.querySelectorAll("
+                             "'.jp-NotebookPanel:not(.lm-mod-hidden) *')].map(e => e.scrollHeight))")
+        page.set_viewport_size({"width": 1400, "height": max(1000, min(int(tall) + 200, 30000))})
+        time.sleep(1)
+        page.screenshot(path=str(shots / "notebook.png"))
+    finally:
+        page.close()
+        guest.shut_down_kernel(path)
+    return guest.api(f"/api/contents/{path}?content=1")["content"], took, shown
+
+
+def keep_run(lab: str, zpath: Path, seconds: float) -> None:
+    """The exported run as grading/run_master.py --keep lays it out: RUNS/quick/<lab>/ (the
+    notebook's submission/<lab>/) and RUNS/quick/<lab>.ipynb, replacing an earlier one only
+    once complete; the notebook's time in the browser goes to RUNS/quick/times.json."""
+    base = RUNS / "quick"
+    base.mkdir(parents=True, exist_ok=True)
+    staging = base / f".{lab}-new"
+    shutil.rmtree(staging, ignore_errors=True)
+    with zipfile.ZipFile(zpath) as z:
+        z.extractall(staging)
+    old = base / f".{lab}-old"
+    shutil.rmtree(old, ignore_errors=True)
+    if (base / lab).exists():
+        (base / lab).rename(old)
+    (staging / "submission" / lab).rename(base / lab)
+    (staging / f"{lab}.ipynb").replace(base / f"{lab}.ipynb")
+    shutil.rmtree(old, ignore_errors=True)
+    shutil.rmtree(staging, ignore_errors=True)
+    times = base / "times.json"
+    known = json.loads(times.read_text()) if times.is_file() else {}
+    known[lab] = round(seconds, 1)
+    times.write_text(json.dumps(known, indent=1) + "\n")
 
 
 def test_the_vm_boots_systemd_and_jupyterlab_runs_as_the_lab_user(guest):
@@ -128,12 +276,14 @@ def test_the_vm_boots_systemd_and_jupyterlab_runs_as_the_lab_user(guest):
     assert guest.facts["jupyter_user"] == "lab", guest.facts      # not root, not a box's vagrant
 
 
-def test_the_lab_notebooks_wait_in_the_students_own_folder(guest):
-    """The unit copied every lab notebook of the kit into ~lab/notebooks before JupyterLab
-    started, with labkit.py beside them (a link to the kit's)."""
+def test_the_release_notebooks_wait_in_the_students_own_folder(guest, release):
+    """The unit copied every lab notebook of the release (the student versions: no answers)
+    into ~lab/notebooks before JupyterLab started, with labkit.py beside them."""
     listing = {e["name"] for e in guest.api("/api/contents/notebooks")["content"]}
-    kit = {p.name for p in (KIT / "notebooks").glob("lab*.ipynb")}
-    assert kit and kit | {"labkit.py"} <= listing, listing
+    shipped = {p.name for p in (release / "notebooks").glob("lab*.ipynb")}
+    assert shipped == {f"{lab}.ipynb" for lab in LABS} and shipped | {"labkit.py"} <= listing, listing
+    lab1 = json.dumps(guest.api("/api/contents/notebooks/lab1.ipynb?content=1")["content"])
+    assert "BEGIN SOLUTION" not in lab1 and "# HIDDEN" not in lab1
     assert re.fullmatch(r"[0-9a-f]{48}", guest.token), guest.token
 
 
@@ -151,91 +301,181 @@ def test_the_port_answers_with_the_token_and_refuses_without(guest):
             assert s.connect_ex((addr, guest.port)) != 0, f"{addr}:{guest.port} answers"
 
 
-def niced_browser(folder: Path) -> Path:
-    """Chromium at the lowest CPU priority: on a 2-core host the browser beside the
-    software-emulated guest can starve it, and a lab run then fails its fidelity verdict (packet
-    spacing read 1.11x once), which the grader rightly scores 0.  The student's own machine has
-    the cores; here the guest comes first."""
-    wrapper = folder / "chromium-niced"
-    wrapper.write_text(f'#!/bin/sh\nexec nice -n 19 {CHROMIUM} "$@"\n')
-    wrapper.chmod(0o755)
-    return wrapper
-
-
-def upload(guest, path: str, data: bytes, kind: str = "file"):
-    if kind == "notebook":
-        body = {"type": "notebook", "format": "json", "content": json.loads(data)}
-    else:
-        body = {"type": "file", "format": "base64", "content": base64.b64encode(data).decode()}
-    guest.api(f"/api/contents/{path}", "PUT", body)
-
-
-def test_lab1_in_a_browser_as_the_lab_user_then_graded_full_marks(guest, tmp_path):
-    from grading import build, grade
-    from playwright.sync_api import sync_playwright
-
-    dist = build.build(LAB, tmp_path / "dist")
-    folder = f"notebooks/{FOLDER}"
+@pytest.mark.parametrize("lab", LABS)
+def test_a_lab_in_the_browser_as_the_lab_user(lab, guest, browser, dist):
+    built = dist(lab)
+    folder = f"notebooks/my-{lab}"
     guest.api(f"/api/contents/{folder}", "PUT", {"type": "directory"})
-    upload(guest, f"{folder}/{LAB}.ipynb", (dist / "autograder" / f"{LAB}.ipynb").read_bytes(),
-           "notebook")
-    for f in sorted((dist / "student").iterdir()):
+    nb = json.loads((built / "autograder" / f"{lab}.ipynb").read_bytes())
+    for c in nb["cells"]:              # as a fresh notebook: no prompt numbered before Run All
+        if c["cell_type"] == "code":
+            c["execution_count"], c["outputs"] = None, []
+    guest.upload(f"{folder}/{lab}.ipynb", json.dumps(nb).encode(), "notebook")
+    for f in sorted((built / "student").iterdir()):
         if f.is_file() and f.suffix != ".ipynb":
-            upload(guest, f"{folder}/{f.name}", f.read_bytes())
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(niced_browser(tmp_path)), headless=True,
-                                    args=["--no-sandbox", "--disable-gpu"])
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        try:
-            page.goto(f"{guest.base}/lab/tree/{folder}/{LAB}.ipynb?token={guest.token}")
-            page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=300_000)
-            # the kernel has started: the status bar reads "Python 3 (ipykernel) | Idle"
-            page.wait_for_function(
-                "() => /\\|\\s*Idle/.test(document.getElementById('jp-main-statusbar')"
-                "?.textContent || '')", timeout=300_000, polling=1000)
-            page.screenshot(path=str(ART / "opened.png"))
-            page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
-            page.get_by_text("Run All Cells", exact=True).click()
-            began = time.monotonic()
-            # Run All queues every cell at once ([*]); it is over when no cell waits, whether
-            # the last one ran or an error stopped the rest (checked below, from the file)
-            page.wait_for_function(
-                """() => {
-                    const p = [...document.querySelectorAll('.jp-CodeCell .jp-InputPrompt')]
-                        .map(e => e.textContent.trim());
-                    return p.some(t => /\\[\\d+\\]/.test(t)) && !p.some(t => t.includes('*'));
-                }""", timeout=RUN_ALL_TIMEOUT_S * 1000, polling=2000)
-            print(f"{LAB}: every cell ran in the browser in {time.monotonic() - began:.0f} s")
-            page.keyboard.press("Control+s")
-            time.sleep(3)
-            page.screenshot(path=str(ART / "notebook.png"), full_page=True)
-            plots = page.query_selector_all(".jp-OutputArea-output img")
-            for i, img in enumerate(plots):
-                img.scroll_into_view_if_needed()
-                img.screenshot(path=str(ART / f"plot-{i + 1}.png"))
-        finally:
-            browser.close()
-
-    nb = guest.api(f"/api/contents/{folder}/{LAB}.ipynb?content=1")["content"]
+            guest.upload(f"{folder}/{f.name}", f.read_bytes())
+    nb, took, plots = run_all_cells(guest, browser, f"{folder}/{lab}.ipynb", ART / lab)
+    print(f"{lab}: every cell ran in the browser in {took:.0f} s")
     code = [c for c in nb["cells"] if c["cell_type"] == "code"]
     errors = [o for c in code for o in c.get("outputs", []) if o.get("output_type") == "error"]
     assert not errors, [f"{o['ename']}: {o['evalue']}" for o in errors]
     assert all(c.get("execution_count") for c in code), "a cell did not run"
-    assert len(plots) >= 1, "the notebook showed no plot"
+    assert plots >= 1, "the notebook showed no plot"
     listing = guest.api(f"/api/contents/{folder}")["content"]
     zips = [e["name"] for e in listing if e["name"].endswith(".zip")]
     assert len(zips) == 1, listing
+    z = ART / lab / zips[0]
+    z.write_bytes(guest.api(f"/files/{folder}/{zips[0]}"))
+    with zipfile.ZipFile(z) as zf:
+        owner = {n.split("/")[1] for n in zf.namelist() if n.startswith("submission/")}
+    assert owner == {lab}, owner
+    keep_run(lab, z, took)
+    DONE[lab] = z
+
+
+def test_the_labs_left_nothing_running(guest, browser, tmp_path):
+    """After every lab: no network namespace, iperf3, tshark or ping of the labs is left in the
+    VM, as a notebook cell run by the lab user sees it."""
+    probe = {"cells": [{"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [],
+                        "source": "import subprocess\n"
+                                  "ns = subprocess.run(['ip', 'netns', 'list'], capture_output=True, text=True).stdout.split()\n"
+                                  "ps = subprocess.run(['ps', '-eo', 'comm='], capture_output=True, text=True).stdout.split()\n"
+                                  "left = [p for p in ps if p in ('iperf3', 'tshark', 'dumpcap', 'ping')]\n"
+                                  "print('LEFT', ns, left)\n"
+                                  "assert not ns and not left, (ns, left)\n"}],
+             "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)",
+                                         "language": "python"}},
+             "nbformat": 4, "nbformat_minor": 5}
+    guest.upload("notebooks/leftovers.ipynb", json.dumps(probe).encode(), "notebook")
+    nb, _, _ = run_all_cells(guest, browser, "notebooks/leftovers.ipynb", tmp_path)
+    out = nb["cells"][0].get("outputs", [])
+    assert any("LEFT [] []" in o.get("text", "") for o in out), out
+
+
+def grade(subs: Path, dist_lab: Path, out: Path, *extra: str) -> tuple[dict, subprocess.CompletedProcess]:
+    """grading/grade.py as an instructor runs it (as root: each submission as `nobody`);
+    returns the gradebook's rows by student."""
+    from grading import build
+    r = subprocess.run([GRADER_PYTHON, str(KIT / "grading" / "grade.py"), str(subs),
+                        "--autograder", str(build.autograder_zip(dist_lab)), "--out", str(out),
+                        "--jobs", "2", "--timeout", "300", "--memory-mb", "3072", *extra],
+                       capture_output=True, text=True, timeout=1800)
+    assert r.returncode == 0, (r.stdout[-2000:], r.stderr[-2000:])
+    # each submission ran as nobody: grade.py says so when it could not
+    assert "cannot run" not in r.stderr, r.stderr[-1000:]
+    with open(out / "gradebook.csv") as f:
+        return {row["student"]: row for row in csv.DictReader(f)}, r
+
+
+@pytest.fixture(scope="module")
+def grader_python():
+    ok = subprocess.run(["setpriv", f"--reuid={pwd.getpwnam('nobody').pw_uid}", "--regid=65534",
+                         "--clear-groups", "--", GRADER_PYTHON, "-c", "import otter, nbclient, pandas"],
+                        capture_output=True, text=True, cwd="/")
+    assert ok.returncode == 0, (f"nobody cannot run the grader's Python {GRADER_PYTHON} "
+                                f"(make grader-venv, or CCLAB_GRADER_PYTHON): {ok.stderr.strip()[-300:]}")
+    return GRADER_PYTHON
+
+
+@pytest.mark.parametrize("lab", LABS)
+def test_the_instructor_grades_the_submission_full_marks(lab, grader_python, dist, tmp_path):
+    assert lab in DONE, f"{lab} did not run to its export in the browser (see above)"
     subs = tmp_path / "subs"
     subs.mkdir()
-    (subs / "student1.zip").write_bytes(guest.api(f"/files/{folder}/{zips[0]}"))
-    shutil.copy(subs / "student1.zip", ART / zips[0])
+    shutil.copy(DONE[lab], subs / "student1.zip")
     out = tmp_path / "graded"
-    grade.grade_all(subs, build.autograder_zip(dist), out, jobs=1, timeout=300,
-                    memory_mb=2048, user="nobody")
-    with open(out / "gradebook.csv") as f:
-        row = next(csv.DictReader(f))
+    rows, _ = grade(subs, dist(lab), out)
+    row = rows["student1"]
     feedback = (out / "feedback" / "student1.txt").read_text()
-    shutil.copy(out / "gradebook.csv", ART / "gradebook.csv")
+    shutil.copy(out / "gradebook.csv", ART / lab / "gradebook.csv")
     assert row["status"] == "graded", (row, feedback)
     assert float(row["possible"]) > 0 and float(row["score"]) == float(row["possible"]), (row, feedback)
+    assert "cells that raised an error" not in feedback, feedback     # as in JupyterLab
+
+
+PROBE = '''import os, resource
+from pathlib import Path
+_scratch = Path.cwd().parent.parent          # grade.py's scratch: work/<random>/, autograder/
+# compact: the grader's feedback keeps one short line of a cell's error
+raise RuntimeError(f"PROBE u{os.geteuid()} m{resource.getrlimit(resource.RLIMIT_AS)[0] >> 20} "
+                   f"k{int(os.access({kit!r}, os.W_OK))} w{int(os.access(Path.cwd().parent, os.R_OK))} "
+                   f"t{int(os.access(_scratch / 'autograder' / 'tests', os.R_OK))}")
+'''
+
+
+def test_grading_is_unprivileged_and_catches_edited_numbers(grader_python, dist, tmp_path):
+    """Lab 1's run from the browser, graded with two more: the same results with BBR's bytes
+    edited after the run (answers computed from the edit), and a probe, the run with a first
+    cell that reports who runs it and under what limits."""
+    import nbformat
+    import pandas as pd
+    assert "lab1" in DONE, "lab 1 did not run to its export in the browser (see above)"
+    master = dist("lab1") / "autograder" / "lab1.ipynb"
+    subs = tmp_path / "subs"
+    with zipfile.ZipFile(DONE["lab1"]) as z:
+        z.extractall(subs / "real")
+    shutil.copytree(subs / "real", subs / "edited")
+    wired = next((subs / "edited" / "submission" / "lab1" / "lab1-wired").glob("*/iperf.csv"))
+    df, flows = pd.read_csv(wired), pd.read_csv(wired.parent / "flows.csv")
+    bbr = int(flows.loc[flows["cca"] == "bbr", "flow"].iloc[0])
+    df.loc[df["flow"] == bbr, "bytes"] = (df.loc[df["flow"] == bbr, "bytes"] * 1.5).astype(int)
+    df.to_csv(wired, index=False)
+    shutil.copy(master, subs / "edited" / "lab1.ipynb")
+    shutil.copytree(subs / "real" / "submission", subs / "probe" / "submission")
+    nb = nbformat.read(master, as_version=4)
+    first = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code")
+    nb.cells.insert(first, nbformat.v4.new_code_cell(PROBE.replace("{kit!r}", repr(str(KIT)))))
+    nbformat.write(nb, subs / "probe" / "lab1.ipynb")
+    out = tmp_path / "graded"
+    rows, _ = grade(subs, dist("lab1"), out)
+    possible = float(rows["real"]["possible"])
+    assert rows["real"]["status"] == "graded" and float(rows["real"]["score"]) == possible, rows["real"]
+    assert float(rows["edited"]["score"]) < possible / 2, rows["edited"]
+    assert "changed after the run" in (out / "feedback" / "edited.txt").read_text()
+    fb = (out / "feedback" / "probe.txt").read_text()
+    probe = re.search(r"PROBE u(\d+) m(-?\d+) k(\d) w(\d) t(\d)", fb)
+    assert probe, fb
+    uid, mem, kit_w, work_l, tests_r = (int(x) for x in probe.groups())
+    assert uid == pwd.getpwnam("nobody").pw_uid and mem == 3072, fb
+    assert kit_w == 0 and work_l == 0, fb                  # the kit and the work folder: closed
+    assert tests_r == 0, fb                                # the hidden tests: out of reach
+    assert float(rows["probe"]["score"]) == possible       # the probe's cell is its only error
+
+
+def test_the_scorecard_is_made_from_these_runs(tmp_path):
+    """`python3 -m cclab.scorecard` makes the reproduction table from the labs' runs here: every
+    lab's section has measured quick-mode values and a verdict with a reason for each claim, and
+    the provenance names these runs (the guest's kernel, every run's fidelity OK)."""
+    from cclab.scorecard import VERDICTS
+    kept = RUNS / "quick"
+    missing = [lab for lab in LABS[:4] if not (kept / lab / "record.json").is_file()]
+    assert not missing, f"no run of {missing}: their browser tests failed (see above)"
+    assert (kept / "lab5" / "live.csv").is_file()
+    out = tmp_path / "scorecard.md"
+    p = subprocess.run([sys.executable, "-m", "cclab.scorecard", "--results", str(RUNS), "--out", str(out)],
+                       cwd=KIT, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr
+    text = out.read_text()
+    sections = re.split(r"^## ", text, flags=re.M)[1:]
+    labs = {re.search(r"\(lab (\d)\)", s.splitlines()[0]).group(1): s for s in sections
+            if re.search(r"\(lab \d\)", s.splitlines()[0])}
+    assert sorted(labs) == ["1", "2", "3", "4", "5"], [s.splitlines()[0] for s in sections]
+    verdicts = {v for v, _ in VERDICTS}
+    for lab, body in labs.items():
+        rows = [[c.strip() for c in line.strip().strip("|").split(" | ")]
+                for line in body.splitlines() if line.startswith("| ") and not line.startswith("| claim")]
+        assert rows, f"lab {lab}: no rows"
+        measured = [r for r in rows if r[4] != "not reproducible here"]
+        assert measured, f"lab {lab}: nothing measured"
+        for r in rows:
+            assert r[4] in verdicts, (lab, r)
+            assert r[5], f"lab {lab}: no reason given for {r[0]!r}"
+        assert all(r[2] != "not run" for r in measured), (lab, [r[:3] for r in measured])
+        assert any(re.search(r"\d", r[2]) for r in measured), f"lab {lab}: no numbers in the quick column"
+    prov = text.split("## Provenance", 1)[1]
+    for lab in LABS[:4]:
+        kernel = json.loads(next((kept / lab).rglob("manifest.json")).read_text())["kernel"]
+        line = next(x for x in prov.splitlines() if x.startswith(f"| {lab} | quick |"))
+        runs, ok = re.search(r"\| (\d+) \((\d+)\) \|", line).groups()
+        assert int(runs) > 0 and runs == ok, line
+        assert kernel and kernel in line, (kernel, line)
