@@ -236,8 +236,9 @@ def run_all_cells(guest, browser, path: str, shots: Path) -> tuple[dict, float, 
         shown = plots.count()
         # the whole notebook in one picture: JupyterLab scrolls inside its own panel, so the
         # window is made as tall as the notebook first
-        tall = page.evaluate("() => Math.max(0, ...[...document.querySelectorAll("
-                             "'.jp-NotebookPanel:not(.lm-mod-hidden) *')].map(e => e.scrollHeight))")
+        tall = page.evaluate("() => [...document.querySelectorAll("
+                             "'.jp-NotebookPanel:not(.lm-mod-hidden) *')]"
+                             ".reduce((m, e) => Math.max(m, e.scrollHeight), 0)")
         page.set_viewport_size({"width": 1400, "height": max(1000, min(int(tall) + 200, 30000))})
         time.sleep(1)
         page.screenshot(path=str(shots / "notebook.png"))
