@@ -162,17 +162,17 @@ def _sandbox_user(name: str | None):
     except KeyError:
         raise SystemExit(f"grade: no user {name!r} to grade as (use --user)")
     # The user must be able to run this Python and import otter (a Python installed under
-    # /root, say, is not readable by others): if not, say so and grade as ourselves.
+    # /root, say, is not readable by others).  If not, nothing is graded: the submissions' code
+    # would otherwise run as root.  `--user ''` grades as this process's user, on purpose.
     r = subprocess.run(["setpriv", f"--reuid={pw.pw_uid}", f"--regid={pw.pw_gid}", "--clear-groups",
                         "--", sys.executable, "-c", "import otter, nbclient"],
                        cwd="/", capture_output=True, text=True, env={"PATH": os.environ.get("PATH", ""),
                                                                     "HOME": "/"})
     if r.returncode != 0:
-        print(f"grade: WARNING: user {name} cannot run {sys.executable} with otter "
-              f"({(r.stderr.strip().splitlines() or ['?'])[-1]}); grading as uid {os.geteuid()} "
-              f"with the same limits. Install the grading Python where {name} can read it.",
-              file=sys.stderr)
-        return None
+        raise SystemExit(
+            f"grade: user {name} cannot run {sys.executable} with otter "
+            f"({(r.stderr.strip().splitlines() or ['?'])[-1]}): run grade.py with a Python {name} "
+            f"can run (`make grader-venv` makes /opt/cclab-grader/bin/python), or give --user ''")
     return pw.pw_uid, pw.pw_gid
 
 
@@ -500,6 +500,7 @@ def grade_all(submissions: Path, autograder: Path, out: Path, jobs: int = 2,
     grading into `out` are kept) and write the outputs.  Returns the results graded now."""
     autograder = Path(autograder).resolve()
     out = Path(out)
+    who = _sandbox_user(user)                   # before anything is written: it may refuse
     lab = lab or autograder.name.split("-autograder")[0]
     entries = sorted(p for p in Path(submissions).iterdir()
                      if p.is_dir() or p.suffix == ".zip")
@@ -528,7 +529,6 @@ def grade_all(submissions: Path, autograder: Path, out: Path, jobs: int = 2,
         if duplicates not in ("flag", "zero"):
             raise SystemExit(f"grade: duplicates={duplicates!r} (flag or zero)")
         settings["duplicates"] = duplicates
-    who = _sandbox_user(user)
     if engine == "fast":
         results = grade_fast(entries, autograder, jobs, timeout, memory_mb, who, lab)
     else:
@@ -678,7 +678,9 @@ def main(argv=None) -> int:
     ap.add_argument("--engine", choices=("fast", "otter"), default="fast",
                     help="fast: the notebook in a sandboxed student process, otter's tests in a separate "
                          "grading process (default); otter: `otter run` (comparison only)")
-    ap.add_argument("--user", default="nobody", help="unprivileged user to grade as (when root)")
+    ap.add_argument("--user", default="nobody",
+                    help="unprivileged user each submission runs as (when root); '' runs them as "
+                         "this process's user, unsandboxed")
     ap.add_argument("--roster", help="CSV: student (the submissions' names), and optionally name, "
                     "email, sis_id, section, deadline")
     ap.add_argument("--only", nargs="+", metavar="STUDENT",

@@ -184,6 +184,9 @@ def test_roster_late_regrade_manual_packet_and_lms_files(dist, tmp_path):
     assert g["carol"]["status"] == "missing" and float(g["bob"]["q5"]) == 0
 
 
+GRADER_PYTHON = Path(os.environ.get("CCLAB_GRADER_PYTHON", "/opt/cclab-grader/bin/python"))
+
+
 def run_gradescope(gs_zip: Path, root: Path, notebook: Path, results: Path | None = None,
                    as_zip: bool = False) -> dict:
     """Lay out `root` as Gradescope does (source/, submission/, results/), run run_autograder."""
@@ -207,6 +210,11 @@ def run_gradescope(gs_zip: Path, root: Path, notebook: Path, results: Path | Non
     else:
         shutil.copytree(work, sub, dirs_exist_ok=True)
     env = dict(os.environ, CCLAB_AUTOGRADER_ROOT=str(root), CCLAB_TIMEOUT="120")
+    if os.geteuid() == 0:
+        # as Gradescope runs it, as root: each submission runs as nobody, with the python3 the
+        # script finds first, which must be one nobody can run (make grader-venv)
+        assert GRADER_PYTHON.is_file(), f"no {GRADER_PYTHON}: make grader-venv"
+        env["PATH"] = f"{GRADER_PYTHON.parent}:{env.get('PATH', '/usr/bin:/bin')}"
     r = subprocess.run(["bash", str(root / "source" / "run_autograder")], env=env,
                        capture_output=True, text=True, timeout=300, cwd="/")
     assert r.returncode == 0, r.stderr[-2000:]
@@ -405,3 +413,27 @@ def test_lab5_live_log_is_on_record_and_an_edit_scores_zero(tmp_path):
         assert float(g[s]["q1"]) == 3                  # answers from the recorded connections stand
     assert "q7: 0/3 -- the results fail the grader's cross-checks: live.csv: changed" in fb["edited"]
     assert "q7: 0/3 -- the answer does not match its recomputation" in fb["rerecorded"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root drops each submission to another user")
+def test_grading_refuses_when_the_sandbox_user_cannot_run_the_python(dist, tmp_path):
+    """As root, with a Python `nobody` cannot run (here: reached through a folder only root may
+    enter), grade.py grades nothing and says why in one line, rather than running the
+    submissions' code as root; --user '' runs them as root on purpose."""
+    hidden = tmp_path / "root-only"
+    hidden.mkdir(mode=0o700)
+    (hidden / "python3").symlink_to(sys.executable)
+    subs = tmp_path / "subs"
+    (subs / "alice").mkdir(parents=True)
+    shutil.copy(dist["master"], subs / "alice" / "lab1.ipynb")
+    out = tmp_path / "out"
+    argv = [str(hidden / "python3"), str(KIT / "grading" / "grade.py"), str(subs),
+            "--autograder", str(dist["zip"]), "--out", str(out)]
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    assert r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "user nobody cannot run" in r.stderr and "make grader-venv" in r.stderr, r.stderr
+    assert not out.exists(), list(out.iterdir())           # nothing half-made
+    r = subprocess.run(argv + ["--user", ""], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    with open(out / "gradebook.csv") as f:
+        assert [row["student"] for row in csv.DictReader(f)] == ["alice"]
