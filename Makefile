@@ -93,7 +93,8 @@ test:
 # `vagrant up` for real (tests/vagrant): a clean clone of this repository, a libvirt box made from
 # the QEMU image (vm/vagrant-box.sh), vagrant-libvirt under software emulation where KVM cannot run
 # a guest, the JupyterLab URL, the forwarded port, a quick lab 1 run over `vagrant ssh`, and
-# `vagrant destroy`. Not part of make test (7-12 min under emulation); needs root, vagrant,
+# `vagrant destroy`. Not part of make test (7-12 min under emulation): CI runs it after make test when
+# the time limit leaves room (.ci/run). Needs root, vagrant,
 # vagrant-libvirt and a running libvirtd.
 .PHONY: test-vagrant
 test-vagrant:

@@ -113,7 +113,7 @@ Type=oneshot
 WorkingDirectory=/kit
 Environment=PATH=/opt/cclab/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 Environment=HOME=/root LANG=C.UTF-8 PY_COLORS=0
-ExecStart=/bin/bash -c 'cut -d" " -f1 /proc/uptime > /run/cclab-ctl/started; [ -f /run/cclab-ctl/env ] && . /run/cclab-ctl/env; bash /run/cclab-ctl/cmd </dev/null >/dev/console 2>&1; echo $? > /run/cclab-ctl/rc; sync'
+ExecStart=/bin/bash -c 'cp /etc/cclab/jupyter-token /run/cclab-ctl/jupyter-token 2>/dev/null; cut -d" " -f1 /proc/uptime > /run/cclab-ctl/started; [ -f /run/cclab-ctl/env ] && . /run/cclab-ctl/env; bash /run/cclab-ctl/cmd </dev/null >/dev/console 2>&1; echo $? > /run/cclab-ctl/rc; sync'
 ExecStartPost=/bin/systemctl --no-block poweroff
 TimeoutStartSec=infinity
 

@@ -8,7 +8,8 @@
 # --systemd boots the guest as the student's VM: systemd as PID 1 and the VM's services as a
 # Vagrant box runs them (JupyterLab as the lab user); CMD runs as root once they are up, and
 # the checkout is read-only at /kit under a writable layer that stays in the guest.
-# --forward PORT forwards the guest's JupyterLab port (8888) to 127.0.0.1:PORT on this host.
+# --forward PORT forwards the guest's JupyterLab port (8888) to 127.0.0.1:PORT on this host;
+# with --systemd, run.sh then prints JupyterLab's address with its token once the guest is up.
 #
 # The image is built first if it is missing or stale (vm/build-image.sh). KVM is used when it
 # can run a guest here, otherwise QEMU's software emulation (TCG). Environment:
@@ -166,6 +167,10 @@ while kill -0 "$qpid" 2>/dev/null; do
   if [ $booted -eq 0 ] && [ -s "$ctl/started" ]; then
     booted=1
     awk -v a="$now" -v b="$t0" -v acc="$accel" 'BEGIN { printf "[vm] booted to the command in %.1f s (%s, target: 60 s)\n", a - b, acc }' >&2
+    # the student's VM: the address to open, with the token JupyterLab asks for
+    if [ -n "$forward" ] && [ -s "$ctl/jupyter-token" ]; then
+      echo "[vm] JupyterLab: http://127.0.0.1:$forward/lab?token=$(cat "$ctl/jupyter-token")" >&2
+    fi
   fi
   if [ $booted -eq 0 ] && awk -v a="$now" -v b="$t0" -v t="$boot_limit" 'BEGIN { exit !(a - b > t) }'; then
     stop_guest

@@ -2,8 +2,8 @@
 grading/release.py writes the student release, and its own vm/run.sh boots the lab VM the way
 the Vagrant VM boots (systemd as PID 1, JupyterLab started by its unit as the lab user, its port
 forwarded to this host's 127.0.0.1 only).  A real browser (Debian's chromium, headless, driven
-by Playwright) then does every lab in JupyterLab: it opens the notebook with the URL and token
-the VM gives, runs every cell in quick mode (experiments through the lab command, as the lab
+by Playwright) then does every lab in JupyterLab: it opens the notebook with the address and
+token vm/run.sh prints, runs every cell in quick mode (experiments through the lab command, as the lab
 user), and the notebook's export cell makes the submission zip.  The instructor's grader
 (grading/grade.py, run on this host as an instructor runs it, each submission as `nobody`) then
 grades each zip: full marks, while the same run with numbers edited after it is caught.
@@ -89,10 +89,14 @@ while :; do sleep 60; done
             cwd=release, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             start_new_session=True)
         self.facts: dict[str, str] = {}
+        self.url = None                 # the address vm/run.sh prints for the student to open
         deadline = time.monotonic() + 1200
         for line in self.proc.stdout:
             self.log.write(line)
             self.log.flush()
+            u = re.search(r"^\[vm\] JupyterLab: (http://127\.0\.0\.1:(\d+)/lab\?token=([0-9a-f]+))\s*$", line)
+            if u:
+                self.url = u.group(1)
             m = re.search(r"GUEST (.*)$", line)
             if m:
                 self.facts = dict(kv.split("=", 1) for kv in m.group(1).split())
@@ -102,8 +106,12 @@ while :; do sleep 60; done
         if not self.facts:
             self.stop()
             raise AssertionError(f"the guest never reported its JupyterLab (log: {log})")
-        self.token = self.facts["token"]
-        self.base = f"http://127.0.0.1:{self.port}"
+        if self.url is None:
+            self.stop()
+            raise AssertionError(f"vm/run.sh printed no JupyterLab address (log: {log})")
+        # what the student is told to open: this host's loopback, the forwarded port, the token
+        self.base, self.token = self.url.split("/lab?token=")
+        assert self.base == f"http://127.0.0.1:{self.port}", self.url
 
     def api(self, path: str, method: str = "GET", body=None, token: bool = True):
         url = f"{self.base}{path}"
@@ -241,6 +249,9 @@ def run_all_cells(guest, browser, path: str, shots: Path) -> tuple[dict, float, 
                              ".reduce((m, e) => Math.max(m, e.scrollHeight), 0)")
         page.set_viewport_size({"width": 1400, "height": max(1000, min(int(tall) + 200, 30000))})
         time.sleep(1)
+        page.evaluate("() => document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) *')"
+                      ".forEach(e => { if (e.scrollTop) e.scrollTop = 0; })")      # from its top
+        time.sleep(1)
         page.screenshot(path=str(shots / "notebook.png"))
     finally:
         page.close()
@@ -275,6 +286,8 @@ def keep_run(lab: str, zpath: Path, seconds: float) -> None:
 def test_the_vm_boots_systemd_and_jupyterlab_runs_as_the_lab_user(guest):
     assert guest.facts["pid1"] == "systemd", guest.facts
     assert guest.facts["jupyter_user"] == "lab", guest.facts      # not root, not a box's vagrant
+    # the token vm/run.sh printed is the one the JupyterLab unit was started with
+    assert guest.token == guest.facts["token"], (guest.url, guest.facts)
 
 
 def test_the_release_notebooks_wait_in_the_students_own_folder(guest, release):
