@@ -3,7 +3,7 @@
     vm/run.sh --timeout 3600 -- python3 bench/lab_overhead.py [lab1 lab2 lab3 lab4]
 
 Each lab's master notebook runs in quick mode as a student runs it: as the VM's lab user, its
-experiments through the lab command (grading/run_master.py --work, as the in-VM lab tests do).
+experiments through the lab command (grading/run_master.py --work).
 For each lab it prints:
 - notebook: the wall time of the whole notebook (experiments, analysis, checks);
 - runs: the time the lab's experiments took (the record's `seconds`: engine set-up, flows,
@@ -14,7 +14,7 @@ For each lab it prints:
 The targets (issue 15) are runs/flows <= 1.3 for every lab and <= 1.25 over the quick suite.
 Nothing is asserted: the figures depend on the host, and this only prints them.
 
-    python3 bench/lab_overhead.py --kept build/vm-runs/<time> [lab1 ...]
+    python3 bench/lab_overhead.py --kept build/student-runs/<time> [lab1 ...]
 
 prints the same table on the host from the runs `make test-student` kept (one VM session: the
 browser does every lab in JupyterLab as the lab user, and each lab's results and executed

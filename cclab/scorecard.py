@@ -5,8 +5,8 @@ measured in the lab VM, with a verdict.
     python3 -m cclab.scorecard [--results results/scorecard] [--out docs/scorecard.md]
 
 Reads saved lab results -- the `submission/<lab>/` folders the lab notebooks write, kept as
-RESULTS/<mode>/<lab>/ by `grading/run_master.py --keep RESULTS` (the VM tests keep theirs there
-with CCLAB_LABS_KEEP=RESULTS) -- for mode quick and full, plus lab 5's live log
+RESULTS/<mode>/<lab>/ by `grading/run_master.py --keep RESULTS` (the student's browser test keeps
+its runs there too, CCLAB_STUDENT_RUNS) -- for mode quick and full, plus lab 5's live log
 (RESULTS/<mode>/lab5/live.csv, or labs/lab5/live-example.csv, a live quick-mode run in the VM).
 Every number is recomputed from the runs' raw tables by the labs' own code (notebooks/labkit.py,
 labs/kmodlab.py, labs/lab5/tuner_support.py); runs whose record or fidelity check fails are refused.  A mode with

@@ -12,8 +12,8 @@ Result:
     dist/<lab>/student/      the notebook for students: solutions and hidden tests stripped
     dist/<lab>/autograder/   the master with solutions, and <lab>-autograder_*.zip for grade.py
 The masters are not executed here (assign's run_tests is off in their config): they run
-experiments; the lab VM tests run them (labs 1-2: test_lab1_2.py; labs 3-4: test_lab3.py
-and test_lab4.py; lab 5: test_lab5.py).
+experiments; the student's journey runs them, every lab in JupyterLab through a browser in the
+lab VM, and grades their exports (tests/student/test_browser.py).
 """
 
 from __future__ import annotations
