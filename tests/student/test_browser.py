@@ -33,6 +33,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -94,7 +95,7 @@ while :; do sleep 60; done
         for line in self.proc.stdout:
             self.log.write(line)
             self.log.flush()
-            u = re.search(r"^\[vm\] JupyterLab: (http://127\.0\.0\.1:(\d+)/lab\?token=([0-9a-f]+))\s*$", line)
+            u = re.search(r"^\[vm\] JupyterLab: (http://127\.0\.0\.1:\d+/lab\?token=[0-9a-f]+)\s*$", line)
             if u:
                 self.url = u.group(1)
             m = re.search(r"GUEST (.*)$", line)
@@ -260,24 +261,15 @@ def run_all_cells(guest, browser, path: str, shots: Path) -> tuple[dict, float, 
 
 
 def keep_run(lab: str, zpath: Path, seconds: float) -> None:
-    """The exported run as grading/run_master.py --keep lays it out: RUNS/quick/<lab>/ (the
-    notebook's submission/<lab>/) and RUNS/quick/<lab>.ipynb, replacing an earlier one only
-    once complete; the notebook's time in the browser goes to RUNS/quick/times.json."""
-    base = RUNS / "quick"
-    base.mkdir(parents=True, exist_ok=True)
-    staging = base / f".{lab}-new"
-    shutil.rmtree(staging, ignore_errors=True)
-    with zipfile.ZipFile(zpath) as z:
-        z.extractall(staging)
-    old = base / f".{lab}-old"
-    shutil.rmtree(old, ignore_errors=True)
-    if (base / lab).exists():
-        (base / lab).rename(old)
-    (staging / "submission" / lab).rename(base / lab)
-    (staging / f"{lab}.ipynb").replace(base / f"{lab}.ipynb")
-    shutil.rmtree(old, ignore_errors=True)
-    shutil.rmtree(staging, ignore_errors=True)
-    times = base / "times.json"
+    """The exported run kept as grading/run_master.py --keep keeps a run (RUNS/quick/<lab>/ and
+    RUNS/quick/<lab>.ipynb, an earlier one replaced only once complete); the notebook's time in
+    the browser goes to RUNS/quick/times.json."""
+    from grading import run_master
+    with tempfile.TemporaryDirectory() as work:        # the zip holds <lab>.ipynb, submission/
+        with zipfile.ZipFile(zpath) as z:
+            z.extractall(work)
+        run_master.keep(lab, Path(work), "quick", RUNS)
+    times = RUNS / "quick" / "times.json"
     known = json.loads(times.read_text()) if times.is_file() else {}
     known[lab] = round(seconds, 1)
     times.write_text(json.dumps(known, indent=1) + "\n")
