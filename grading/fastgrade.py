@@ -373,6 +373,12 @@ SAFE_MODULES = {"numpy", "pandas", "math", "fractions", "decimal", "statistics",
                 "cclab"}
 
 
+# A hidden case's assertion message starts so when the runs are not the lab's conditions (no loss
+# on the lossy path, a link not filled): a fault of the run, not of the answer.  Which way an
+# experiment came out is never graded; the free-text questions discuss it.
+SETUP = "not this lab's setup: "
+
+
 class StudentCallFailed(Exception):
     """A call of the student's function raised in the student's process (one line)."""
 
@@ -390,6 +396,8 @@ def score_file(tf) -> tuple[float, str]:
     msg = _raised(failed.message or "")         # the exception, not the transcript of the code
     if "not the results of a real run" in msg:
         why = "the results fail the record check"
+    elif SETUP in msg:
+        why = "the runs are not this lab's setup (" + one_line(msg.split(SETUP, 1)[1], 70) + ")"
     elif "NameError" in msg:
         m = re.search(r"name '(\w+)' is not defined", msg)
         why = f"answer {m.group(1) if m else '?'} is not defined"

@@ -236,6 +236,17 @@ def test_reference_on_recorded_data_reproduces_both_outcomes(conns):
         assert (lossy.loc["bbr", "cost"] * 2 < others.loc[others["count"] > 0, "cost"]).all(), seed
 
 
+def test_the_seed_sweep_ends_on_the_documents_outcomes(conns):
+    """The notebook's seed sweep (100 seeds, 80 connections per path): the recorded connections
+    give the document's two outcomes for nearly every seed.  A property of the kit's recorded
+    data and reference learner, so it is checked here and not in a student's grade."""
+    keys = conns.groupby("path")["key"].first()
+    sw = ts.seed_sweep(ref.tuner, conns, 80, range(100), keys=[keys["lossy"], keys["clean"]])
+    share = sw.groupby("path")["best"].value_counts(normalize=True).unstack(fill_value=0.0)
+    assert share.loc["lossy"].get("bbr", 0.0) >= 0.9, share.loc["lossy"].to_dict()
+    assert share.loc["clean"].get("bbr", 0.0) <= 0.1, share.loc["clean"].to_dict()
+
+
 def test_replay_is_deterministic_and_table_has_the_documents_columns(conns):
     (t1, l1), (t2, l2) = replay(conns), replay(conns)
     assert list(l1["alg"]) == list(l2["alg"])
