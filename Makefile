@@ -13,7 +13,7 @@ help:
 	@echo "make vm-test    run the in-VM suite only"
 	@echo "make test-student  the student release's VM under systemd, every lab in JupyterLab through a headless browser"
 	@echo "make grader-venv   a Python the grader's sandbox user can run (/opt/cclab-grader)"
-	@echo "make test-nightly  the in-VM tests kept out of make test for its time (marked nightly)"
+	@echo "make test-nightly  the tests kept out of make test for their time (marked nightly)"
 	@echo "make test-vagrant  vagrant up with vagrant-libvirt from a clean clone (not in make test)"
 	@echo "make scorecard  run the lab masters in the VM (MODE=quick|full, LABS=...) and regenerate docs/scorecard.md"
 
@@ -42,11 +42,14 @@ vm-image:
 # test-student, as a student runs them.
 VM_PYTEST = python3 -m pytest -v -p no:cacheprovider --durations=25
 vm-test: vm-image
-	$(PYTHON) -m pytest -v -p no:cacheprovider tests/vmhost
+	$(PYTHON) -m pytest -v -p no:cacheprovider -m "not nightly" tests/vmhost
 	vm/run.sh --timeout $(VM_TIMEOUT) -- sh -c 'vm/guest-diag.sh start; \
 	  $(VM_PYTEST) -m "not nightly" tests/vm; rc=$$?; vm/guest-diag.sh report; exit $$rc'
 
+# The nightly tests: on the host (`make scorecard` as the README writes it, in a clean clone),
+# then in the guest.
 vm-test-nightly: vm-image
+	$(PYTHON) -m pytest -v -p no:cacheprovider -s -m nightly tests/vmhost
 	vm/run.sh --timeout $(VM_TIMEOUT) -- sh -c 'vm/guest-diag.sh start; \
 	  $(VM_PYTEST) -m nightly tests/vm; rc=$$?; vm/guest-diag.sh report; exit $$rc'
 
@@ -83,12 +86,16 @@ test-student: vm-image grader-venv
 # when it ends; a failed build stops make test after the host steps have reported.
 IMAGE_LOG = build/image-build.log
 test:
+	@echo "== $$(date -u +%T) make test: host steps, the image built beside them"
 	@mkdir -p build; vm/build-image.sh > $(IMAGE_LOG) 2>&1 & img=$$!; \
 	rc=0; $(MAKE) --no-print-directory check kmod-build || rc=$$?; \
 	wait $$img; irc=$$?; echo "== vm/build-image.sh (beside the host steps)"; cat $(IMAGE_LOG); \
 	[ $$rc -eq 0 ] || exit $$rc; [ $$irc -eq 0 ] || { echo "make test: the image build failed ($$irc)" >&2; exit $$irc; }
+	@echo "== $$(date -u +%T) make test: host steps done; the in-VM suite"
 	$(MAKE) --no-print-directory vm-test
+	@echo "== $$(date -u +%T) make test: the student's journey"
 	$(MAKE) --no-print-directory test-student
+	@echo "== $$(date -u +%T) make test: done"
 
 # `vagrant up` for real (tests/vagrant): a clean clone of this repository, a libvirt box made from
 # the QEMU image (vm/vagrant-box.sh), vagrant-libvirt under software emulation where KVM cannot run

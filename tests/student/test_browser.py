@@ -9,7 +9,7 @@ user), and the notebook's export cell makes the submission zip.  The instructor'
 grades each zip: full marks, while the same run with numbers edited after it is caught.
 
 Each notebook is the lab's solution notebook as grading/build.py makes it (answers filled in,
-the export cell otter adds), uploaded into a new folder the way a student uploads a file; the
+the export cell otter adds; its checks, like the student version's, the public cases only), uploaded into a new folder the way a student uploads a file; the
 release's own notebooks (no answers) wait in ~/notebooks.  Kept, in results/student-test/
 (CCLAB_ARTIFACTS): screenshots of each notebook and its plots, the submission zips, the
 gradebooks.  Each lab's run (its results and executed notebook, <runs>/quick/<lab>/ and
@@ -316,6 +316,14 @@ def test_a_lab_in_the_browser_as_the_lab_user(lab, guest, browser, dist):
     for c in nb["cells"]:              # as a fresh notebook: no prompt numbered before Run All
         if c["cell_type"] == "code":
             c["execution_count"], c["outputs"] = None, []
+    # A student's notebook checks the public cases only (the hidden ones are the grader's): the
+    # answers are the master's, its checks exactly the student version's.
+    tests = nb["metadata"]["otter"]["tests"]
+    for q in tests.values():
+        for suite in q["suites"]:
+            suite["cases"] = [case for case in suite["cases"] if not case["hidden"]]
+    student = json.loads((built / "student" / f"{lab}.ipynb").read_bytes())
+    assert tests == student["metadata"]["otter"]["tests"], "the student version checks other cases"
     guest.upload(f"{folder}/{lab}.ipynb", json.dumps(nb).encode(), "notebook")
     for f in sorted((built / "student").iterdir()):
         if f.is_file() and f.suffix != ".ipynb":

@@ -1,0 +1,38 @@
+"""The README's scorecard commands, as written, in a clean clone of the checkout: `make scorecard`
+runs every lab's master notebook in quick mode in the lab VM (about 20 min under software
+emulation, so `make test-nightly` runs it, not `make test`, which makes the same table from the
+browser's runs), keeps each lab's results and regenerates docs/scorecard.md from them; then
+`python3 -m cclab.scorecard` makes the same table from what was kept."""
+import hashlib
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+KIT = Path(__file__).resolve().parents[2]
+LABS = ("lab1", "lab2", "lab3", "lab4", "lab5")
+
+
+@pytest.mark.nightly
+def test_make_scorecard_as_written(tmp_path):
+    kit = tmp_path / "kit"
+    subprocess.run(["git", "clone", "-q", str(KIT), str(kit)], check=True)
+    assert not (kit / "results" / "scorecard").exists()
+    r = subprocess.run(["make", "scorecard"], cwd=kit, capture_output=True, text=True,
+                       timeout=4 * 3600)
+    print(r.stdout[-3000:])
+    assert r.returncode == 0, (r.stdout[-3000:], r.stderr[-3000:])
+    kept = kit / "results" / "scorecard" / "quick"
+    for lab in LABS:
+        assert (kept / f"{lab}.ipynb").is_file(), lab
+        assert (kept / lab / "record.json").is_file(), lab
+    table = (kit / "docs" / "scorecard.md").read_text()
+    for lab in ("lab1", "lab2", "lab3", "lab4"):
+        digest = hashlib.sha256((kept / lab / "record.json").read_bytes()).hexdigest()
+        row = next((ln for ln in table.splitlines() if ln.startswith(f"| {lab} | quick |")), "")
+        assert digest[:12] in row, (lab, row)     # the table names the record it was made from
+    again = subprocess.run([sys.executable, "-m", "cclab.scorecard"], cwd=kit,
+                           capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert (kit / "docs" / "scorecard.md").read_text() == table
