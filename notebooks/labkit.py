@@ -553,6 +553,44 @@ def _profile_name(m: dict) -> str:
     return Path(str(p)).stem
 
 
+def link(lab: str, experiment: str, root=None) -> str:
+    """The link an experiment of the lab ran on, for a plot's title, from its first run's
+    manifest: e.g. "wired, 50 Mbit/s, 40 ms RTT, buffer 1bdp" (the delay of both directions;
+    loss and jitter when the link has them).  The experiment's name when no run has it."""
+    for d in run_dirs(lab, root):
+        if not (d / "manifest.json").is_file():
+            continue
+        m = _manifest(d)
+        if m.get("experiment") != experiment:
+            continue
+        prof = m.get("profile") or {}
+        down, up = prof.get("down") or {}, prof.get("up") or {}
+        parts = [_profile_name(m)]
+        if down.get("rate"):
+            parts.append(f"{float(down['rate']) / 1e6:g} Mbit/s")
+        parts.append(f"{(float(down.get('delay') or 0) + float(up.get('delay') or 0)) * 1e3:g} ms RTT")
+        if down.get("jitter"):
+            parts.append(f"jitter {float(down['jitter']) * 1e3:g} ms")
+        if down.get("loss"):
+            parts.append(f"{float(down['loss']):g} % loss")
+        buf = down.get("buffer")
+        if buf is not None:
+            parts.append(f"buffer {buf}" + (" packets" if isinstance(buf, (int, float)) else ""))
+        return ", ".join(parts)
+    return experiment
+
+
+def color(cca: str) -> str | None:
+    """An algorithm's colour in every plot of the kit (the engine's palette: BBR is red in each
+    lab, Cubic blue); None where the engine is not installed (a grader's copy), and matplotlib
+    picks one."""
+    try:
+        from cclab.analysis.plots import color as engine_color
+    except ImportError:
+        return None
+    return engine_color(cca)
+
+
 def table(lab: str, name: str, root=None) -> pd.DataFrame:
     """One table over all of the lab's runs, with experiment, profile and run columns first."""
     frames = []

@@ -206,3 +206,18 @@ def test_flows_sharing_the_link_show_their_sum(runs):
         assert not [p for p in _panel(fig, "goodput").patches if p.get_label() == "all flows"]
     finally:
         plots.plt.close(fig)
+
+
+def test_the_labs_plot_titles_name_the_link(runs):
+    """labkit.link: what a lab notebook's plot title says of the link an experiment ran on, from
+    its runs' manifests (the link of these recorded lab 1 and lab 2 runs)."""
+    import sys
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "notebooks"))
+    import labkit
+    lab1, lab2 = runs["lab1-wired"].path.parents[1], runs["lab2-p1"].path.parents[1]
+    assert labkit.link("lab1", "lab1-wired", lab1.parent) == "wired, 50 Mbit/s, 40 ms RTT, buffer 1bdp"
+    assert labkit.link("lab1", "lab1-wifi", lab1.parent) == \
+        "wifi, 50 Mbit/s, 6 ms RTT, jitter 2 ms, buffer 300 packets"
+    assert "2 % loss" in labkit.link("lab2", "lab2-p1", lab2.parent)
+    assert labkit.link("lab1", "lab1-nothing", lab1.parent) == "lab1-nothing"
+    assert labkit.color("bbr") == plots.color("bbr") != labkit.color("cubic")

@@ -1,5 +1,6 @@
 """The student's journey, as a student takes it, from the repository a course hands out:
-grading/release.py writes the student release, and its own vm/run.sh boots the lab VM the way
+grading/release.py writes the student release, the instructor commits it as the course's
+repository, the student clones that, and the clone's own vm/run.sh boots the lab VM the way
 the Vagrant VM boots (systemd as PID 1, JupyterLab started by its unit as the lab user, its port
 forwarded to this host's 127.0.0.1 only).  A real browser (Debian's chromium, headless, driven
 by Playwright) then does every lab in JupyterLab: it opens the notebook with the address and
@@ -157,10 +158,19 @@ def release(tmp_path_factory):
     kit's (same image key), so it boots the image make test built."""
     from grading import release as rel
     made = rel.release(tmp_path_factory.mktemp("course") / "course", list(LABS))
+    # the instructor commits it as the course's repository; the student clones that (README)
+    git = ["git", "-c", "user.name=Instructor", "-c", "user.email=instructor@course.invalid"]
+    for argv in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "the course's labs"]):
+        subprocess.run(git + argv, cwd=made, check=True)
+    clone = tmp_path_factory.mktemp("student") / "cclab"
+    subprocess.run(["git", "clone", "-q", str(made), str(clone)], check=True)
+    files = lambda root: {str(p.relative_to(root)) for p in root.rglob("*")
+                          if p.is_file() and ".git" not in p.relative_to(root).parts}
+    assert files(clone) == files(made), sorted(files(made) ^ files(clone))   # nothing ignored
     key = [subprocess.run([str(k / "vm" / "build-image.sh"), "--print-key"], capture_output=True,
-                          text=True, cwd=k).stdout.strip() for k in (made, KIT)]
+                          text=True, cwd=k).stdout.strip() for k in (clone, KIT)]
     assert key[0] and key[0] == key[1], f"the release's VM inputs differ from the kit's: {key}"
-    return made
+    return clone
 
 
 @pytest.fixture(scope="module")
@@ -308,7 +318,7 @@ def test_the_port_answers_with_the_token_and_refuses_without(guest):
 
 
 @pytest.mark.parametrize("lab", LABS)
-def test_a_lab_in_the_browser_as_the_lab_user(lab, guest, browser, dist):
+def test_a_lab_in_the_browser_as_the_lab_user(lab, guest, browser, dist, release):
     built = dist(lab)
     folder = f"notebooks/my-{lab}"
     guest.api(f"/api/contents/{folder}", "PUT", {"type": "directory"})
@@ -343,6 +353,13 @@ def test_a_lab_in_the_browser_as_the_lab_user(lab, guest, browser, dist):
     with zipfile.ZipFile(z) as zf:
         owner = {n.split("/")[1] for n in zf.namelist() if n.startswith("submission/")}
     assert owner == {lab}, owner
+    # every run names the commit of the course repository the student cloned (its provenance)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=release, capture_output=True,
+                          text=True).stdout.strip()
+    with zipfile.ZipFile(z) as zf:
+        kits = {json.loads(zf.read(n)).get("kit", {}).get("commit") for n in zf.namelist()
+                if n.endswith("/manifest.json")}
+    assert kits <= {head}, (kits, head)
     keep_run(lab, z, took)
     DONE[lab] = z
 
