@@ -308,12 +308,19 @@ def test_leo_handover_loss_burst(leo):
         if during < 0.5 * PROBE_PPS * (b.t - a.t):
             print(f"  not judged: the probe offered {during} datagrams in the window")
             continue
-        bursts.append((dropped, expected))
+        bursts.append((dropped, expected, during))
     assert len(bursts) >= 2
-    # measured: 0.85-1.7 times the count the applied instants give (the outage's real length
-    # depends on when tc -batch gets the CPU)
-    for dropped, expected in bursts:
-        assert 0.5 * expected <= dropped <= 3 * expected + 10, (dropped, expected)
+    # How many datagrams fall into a 40 ms outage depends on when the emulated guest lets the
+    # probe send: measured 0.85-1.7 times the count the applied instants give, and once 0.49
+    # (25 of 51: the probe stalled inside the outage and sent late, after it).  So each burst is
+    # judged against what 1 % random loss could drop from the datagrams offered in its window
+    # (a handover that dropped nothing leaves about that), and against a loss left at 100 %
+    # (the upper bound); the outages' length is judged over all the bursts together.
+    for dropped, expected, during in bursts:
+        assert 10 * 0.01 * during <= dropped <= 3 * expected + 10, (dropped, expected, during)
+    total, want = sum(b[0] for b in bursts), sum(b[1] for b in bursts)
+    print(f"all judged handovers: {total} dropped, about {want:.0f} expected ({total / want:.2f}x)")
+    assert total >= 0.6 * want, (total, want)
     # outside the handovers: the profile's 1 % only
     steady = q[(q.t > 0.3) & (q.t < LEO_LENGTH - 0.3)]
     for a, b in windows:
