@@ -166,6 +166,30 @@ def test_parse_probe():
                      "snd_nxt": 16, "snd_una": 8, "data_len": 0}]
 
 
+def test_parse_probe_reads_every_line_form_the_same_way(monkeypatch):
+    """The whole-line fast path and the field-by-field reading give the same rows; a trace with
+    a line in another form (a field added, one left out) is read field by field, all of it."""
+    line = ("iperf3-812 [001] ..s1. {t}: tcp_probe: family=AF_INET src=10.0.1.2:{port} "
+            "dest=10.1.1.2:5201 mark=0x0 data_len={n} snd_nxt=0x{nxt:x} snd_una=0 snd_cwnd={cwnd} "
+            "ssthresh=2147483647 snd_wnd=64256 srtt=20500 rcv_wnd=65160 sock_cookie=2\n")
+    text = "".join(line.format(t=f"{1234 + i / 100:.6f}", port=40022 + i % 2, n=i % 3 * 1448,
+                               nxt=i * 1448, cwnd=10 + i) for i in range(40))
+    e = Experiment(name="t", profile="wired", flows=[Flow(cca="cubic")])
+    flow_of = measure.flow_lookup(e, {1: [40022]})           # the other port is not the flow's
+    by_fields = measure._probe_fields(text, 1234.0, flow_of)
+    with monkeypatch.context() as m:                 # the kernel's own lines: the fast path
+        m.setattr(measure, "_probe_fields", None)
+        fast = measure.parse_probe(text, 1234.0, flow_of)
+    assert fast == by_fields
+    assert len(fast) == 20 and {r["local_port"] for r in fast} == {40022}
+    assert fast[0]["snd_una"] == 0 and fast[1]["snd_nxt"] == 2 * 1448
+    odd = text + ("iperf3-812 [001] ..s1. 1300.000000: tcp_probe: family=AF_INET "
+                  "src=10.0.1.2:40022 dest=10.1.1.2:5201 snd_cwnd=99 srtt=7\n")
+    rows = measure.parse_probe(odd, 1234.0, flow_of)
+    assert rows[:-1] == fast
+    assert rows[-1]["snd_cwnd"] == 99 and rows[-1]["ssthresh"] is None
+
+
 def test_parse_module_events():
     text = (
         "iperf3-812 [001] ..s1. 1234.500000: spline_mode: sport=40022 dport=5202 "
