@@ -28,7 +28,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from cclab import results, runner  # noqa: E402
-from cclab.analysis import cpu, fidelity  # noqa: E402
+from cclab import cpu  # noqa: E402
+from cclab.analysis import fidelity  # noqa: E402
 from cclab.spec import Experiment, Flow, Measure  # noqa: E402
 
 

@@ -377,7 +377,7 @@ class Run:
         exp = self.exp
         m = exp.measure
         if m.cpu:
-            from .analysis.cpu import CpuSampler
+            from .cpu import CpuSampler
             self.cpu = CpuSampler(hz=m.cpu_hz).start()
         self.net = topo.Network(exp, on_node=self.state.add_node)
         self.net.start()

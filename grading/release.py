@@ -67,7 +67,16 @@ Open that address in your browser (it listens on your own machine only).  Lost t
 `vagrant ssh -c 'sudo cat /etc/cclab/jupyter-token'`.
 
 On a Linux host without Vagrant, the same VM runs under QEMU (as root):
-`apt-get install qemu-system-x86 debootstrap`, then `vm/run.sh -- cclab profiles`.
+`apt-get install qemu-system-x86 debootstrap`, then
+
+```sh
+vm/run.sh --systemd --forward 8888 -- sleep 3600   # the lab VM for an hour
+```
+
+prints a line `[vm] JupyterLab: http://127.0.0.1:8888/lab?token=...` to open in your browser.
+This VM keeps nothing once it stops (its disk is a throwaway copy of the image): do graded work
+in the Vagrant VM, or download your notebooks and your submission zip before the hour is over.
+`vm/run.sh -- cclab profiles` runs one command in it.
 
 ## The labs
 

@@ -17,7 +17,7 @@ Tables read (all `t` in s since the run start):
   optional extras, used when present in the run folder:
     cpu.csv      t, cpu, busy_frac          CPU load ("all" and cpu0, cpu1, ...; 0..1); without
                                             it the CPU-headroom check reports "not measured".
-                                            cclab.analysis.cpu.CpuSampler writes it.
+                                            cclab.cpu.CpuSampler writes it.
     search.csv   t, flow, sport, dport, reason, cwnd, norm_diff (per mille, as the
                  search:search_exit tracepoint prints it), elapsed_us, bin_us
     spline.csv   t, flow, sport, dport, old, new (mode names), cwnd, bw, min_rtt_us, fairness
@@ -28,11 +28,10 @@ Tables read (all `t` in s since the run start):
 
 import importlib
 
-# Loaded on first use, not on import: the engine imports cclab.analysis.cpu in every run, and
-# pandas (which the tables need) costs a third of a second to import on the host, more in the
-# guest.
+# Loaded on first use, not on import: pandas (which the tables need) costs a third of a second
+# to import on the host, more in the guest.
 _LAZY = {"RunData": "data", "load_runs": "data"}
-_SUBMODULES = ("cpu", "data", "events", "fidelity", "metrics", "plots", "report", "stats",
+_SUBMODULES = ("data", "events", "fidelity", "metrics", "plots", "report", "stats",
                "synthetic", "tshark")
 
 

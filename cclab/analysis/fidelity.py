@@ -429,7 +429,7 @@ def check_cpu(run, th: Thresholds):
     if not len(cpu):
         return _check("cpu_headroom", None, None, expected,
                       "not measured: the run has no cpu.csv (t, cpu, busy_frac); record CPU load "
-                      "(e.g. cclab.analysis.cpu.CpuSampler) to check headroom", unit="fraction")
+                      "(e.g. cclab.cpu.CpuSampler) to check headroom", unit="fraction")
     a = min(active_window(run, d)[0] for d in run.data_directions())
     b = max(active_window(run, d)[1] for d in run.data_directions())
     c = cpu[(pd.to_numeric(cpu["t"], errors="coerce") >= a) & (pd.to_numeric(cpu["t"], errors="coerce") <= b)]

@@ -1,7 +1,8 @@
 """The student's journey, as a student takes it, from the repository a course hands out:
 grading/release.py writes the student release, the instructor commits it as the course's
-repository, the student clones that, and the clone's own vm/run.sh boots the lab VM the way
-the Vagrant VM boots (systemd as PID 1, JupyterLab started by its unit as the lab user, its port
+repository, the student clones that, and in the clone the README's own command
+(`vm/run.sh --systemd --forward 8888 -- sleep 3600`, word for word) boots the lab VM the way the
+Vagrant VM boots (systemd as PID 1, JupyterLab started by its unit as the lab user, its port
 forwarded to this host's 127.0.0.1 only).  A real browser (Debian's chromium, headless, driven
 by Playwright) then does every lab in JupyterLab: it opens the notebook with the address and
 token vm/run.sh prints, runs every cell in quick mode (experiments through the lab command, as the lab
@@ -35,6 +36,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -53,67 +55,68 @@ CHROMIUM = os.environ.get("CCLAB_CHROMIUM", "/usr/bin/chromium")
 GRADER_PYTHON = os.environ.get("CCLAB_GRADER_PYTHON", "/opt/cclab-grader/bin/python")
 LABS = ("lab1", "lab2", "lab3", "lab4", "lab5")
 RUN_ALL_TIMEOUT_S = 3600               # a bound on a stuck lab, not a budget: quick mode runs far less
-GUEST_TIMEOUT_S = len(LABS) * 1800 + 1200
 DONE: dict[str, Path] = {}             # lab -> the submission zip its notebook exported
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+# The student's VM as the README and the release's README start it, word for word: the port
+# is the README's, so it must be free on this host.
+VM_COMMAND = ["vm/run.sh", "--systemd", "--forward", "8888", "--", "sleep", "3600"]
+PORT = 8888
+READY_TIMEOUT_S = 1200                 # boot, provisioning's unit start and JupyterLab listening
 
 
 class Guest:
-    """The student's VM, booted from the release: RELEASE/vm/run.sh --systemd --forward PORT,
-    whose command reports the JupyterLab service as systemd runs it and then waits; stop() ends
-    vm/run.sh, which stops the guest."""
-
-    REPORT = r"""
-set -u
-pid1=$(cat /proc/1/comm)
-for i in $(seq 1 300); do systemctl is-active -q cclab-jupyter.service && break; sleep 1; done
-main=$(systemctl show -p MainPID --value cclab-jupyter.service)
-for i in $(seq 1 300); do
-  python3 -c 'import urllib.request as u; u.urlopen("http://127.0.0.1:8888/api/status")' 2>&1 \
-    | grep -q 'HTTP Error 403' && break
-  sleep 1
-done
-echo "GUEST pid1=$pid1 jupyter_user=$(ps -o user= -p "$main" | tr -d ' ') token=$(cat /etc/cclab/jupyter-token)"
-while :; do sleep 60; done
-"""
+    """The student's VM, booted from the release with VM_COMMAND (the README's), run from the
+    release's folder; stop() ends vm/run.sh, which stops the guest.  Ready once vm/run.sh has
+    printed the address to open and JupyterLab answers there with that token."""
 
     def __init__(self, release: Path, log: Path):
-        self.port = free_port()
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", PORT)) == 0:
+                raise AssertionError(f"port {PORT} of this host is taken: the README's "
+                                     f"`{' '.join(VM_COMMAND)}` needs it")
+        self.port = PORT
         self.log = open(log, "w")
-        self.proc = subprocess.Popen(
-            [str(release / "vm" / "run.sh"), "--systemd", "--forward", str(self.port),
-             "--timeout", str(GUEST_TIMEOUT_S), "--", "bash", "-c", self.REPORT],
-            cwd=release, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-            start_new_session=True)
-        self.facts: dict[str, str] = {}
+        self.proc = subprocess.Popen(VM_COMMAND, cwd=release, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, text=True, start_new_session=True)
         self.url = None                 # the address vm/run.sh prints for the student to open
-        deadline = time.monotonic() + 1200
+        deadline = time.monotonic() + READY_TIMEOUT_S
         for line in self.proc.stdout:
             self.log.write(line)
             self.log.flush()
             u = re.search(r"^\[vm\] JupyterLab: (http://127\.0\.0\.1:\d+/lab\?token=[0-9a-f]+)\s*$", line)
             if u:
                 self.url = u.group(1)
-            m = re.search(r"GUEST (.*)$", line)
-            if m:
-                self.facts = dict(kv.split("=", 1) for kv in m.group(1).split())
                 break
             if time.monotonic() > deadline:
                 break
-        if not self.facts:
-            self.stop()
-            raise AssertionError(f"the guest never reported its JupyterLab (log: {log})")
         if self.url is None:
             self.stop()
             raise AssertionError(f"vm/run.sh printed no JupyterLab address (log: {log})")
+        # the guest's console goes on to vm/run.sh's output: keep reading it into the log, or a
+        # full pipe would stall the guest
+        self.drainer = threading.Thread(target=self._drain, daemon=True)
+        self.drainer.start()
         # what the student is told to open: this host's loopback, the forwarded port, the token
         self.base, self.token = self.url.split("/lab?token=")
-        assert self.base == f"http://127.0.0.1:{self.port}", self.url
+        assert self.base == f"http://127.0.0.1:{PORT}", self.url
+        while True:                     # the unit is up before JupyterLab listens
+            try:
+                self.api("/api/status")
+                break
+            except urllib.error.HTTPError as e:     # it answers, and refuses the printed token
+                self.stop()
+                raise AssertionError(f"JupyterLab refused the printed token: {e}") from None
+            except (urllib.error.URLError, ConnectionError, OSError):
+                if time.monotonic() > deadline or self.proc.poll() is not None:
+                    self.stop()
+                    raise AssertionError(f"JupyterLab never answered at {self.base} (log: {log})")
+                time.sleep(2)
+
+    def _drain(self):
+        for line in self.proc.stdout:
+            self.log.write(line)
+            self.log.flush()
 
     def api(self, path: str, method: str = "GET", body=None, token: bool = True):
         url = f"{self.base}{path}"
@@ -149,7 +152,29 @@ while :; do sleep 60; done
             except subprocess.TimeoutExpired:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait()
+        drainer = getattr(self, "drainer", None)
+        if drainer is not None:
+            drainer.join(timeout=10)
         self.log.close()
+
+
+def cell_notebook(source: str) -> bytes:
+    """A one-cell notebook for the Python 3 kernel, as a student would write it."""
+    return json.dumps({
+        "cells": [{"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [],
+                   "source": source}],
+        "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)",
+                                    "language": "python"}},
+        "nbformat": 4, "nbformat_minor": 5}).encode()
+
+
+def printed(nb: dict, mark: str) -> str:
+    """The rest of the line a notebook's first cell printed after `mark` ("" if none)."""
+    for o in nb["cells"][0].get("outputs", []):
+        for line in o.get("text", "").splitlines():
+            if line.startswith(mark + " "):
+                return line[len(mark) + 1:]
+    return ""
 
 
 @pytest.fixture(scope="module")
@@ -285,11 +310,41 @@ def keep_run(lab: str, zpath: Path, seconds: float) -> None:
     times.write_text(json.dumps(known, indent=1) + "\n")
 
 
-def test_the_vm_boots_systemd_and_jupyterlab_runs_as_the_lab_user(guest):
-    assert guest.facts["pid1"] == "systemd", guest.facts
-    assert guest.facts["jupyter_user"] == "lab", guest.facts      # not root, not a box's vagrant
-    # the token vm/run.sh printed is the one the JupyterLab unit was started with
-    assert guest.token == guest.facts["token"], (guest.url, guest.facts)
+# Read by the notebook's kernel, as the lab user (who cannot ask systemd over its private
+# socket): the kernel's parent is the JupyterLab server, its cgroup names the unit that started it.
+FACTS = """\
+import os, pwd
+server = os.getppid()
+uid = next(int(l.split()[1]) for l in open(f"/proc/{server}/status") if l.startswith("Uid:"))
+unit = next(l for l in open(f"/proc/{server}/cgroup").read().splitlines() if l.startswith("0::"))
+command = open(f"/proc/{server}/cmdline").read().split("\\0")
+print("GUEST", f"pid1={open('/proc/1/comm').read().strip()}", f"unit={unit.rsplit('/', 1)[-1]}",
+      f"server={int(any('jupyter' in w for w in command))}",
+      f"jupyter_user={pwd.getpwuid(uid).pw_name}", f"kernel_user={pwd.getpwuid(os.getuid()).pw_name}",
+      f"token={open('/etc/cclab/jupyter-token').read().strip()}")
+"""
+
+
+def test_the_vm_boots_systemd_and_jupyterlab_runs_as_the_lab_user(guest, browser, tmp_path):
+    """Asked from a notebook in the browser: PID 1 is systemd, the JupyterLab server runs in the
+    kit's unit as the lab user, the notebook's kernel too, and the token vm/run.sh printed is
+    the one the unit was started with."""
+    guest.upload("notebooks/facts.ipynb", cell_notebook(FACTS), "notebook")
+    nb, _, _ = run_all_cells(guest, browser, "notebooks/facts.ipynb", tmp_path)
+    line = printed(nb, "GUEST")
+    assert line, nb["cells"][0].get("outputs")
+    facts = dict(kv.split("=", 1) for kv in line.split())
+    assert facts["pid1"] == "systemd", facts
+    assert facts["unit"] == "cclab-jupyter.service" and facts["server"] == "1", facts
+    assert facts["jupyter_user"] == "lab", facts      # not root, not a box's vagrant
+    assert facts["kernel_user"] == "lab", facts
+    assert guest.token == facts["token"], (guest.url, facts)
+
+
+def test_the_readmes_give_the_command_this_test_boots_with(release):
+    command = " ".join(VM_COMMAND)
+    assert command in (KIT / "README.md").read_text()
+    assert command in (release / "README.md").read_text()     # what the student reads
 
 
 def test_the_release_notebooks_wait_in_the_students_own_folder(guest, release):
@@ -366,17 +421,14 @@ def test_a_lab_in_the_browser_as_the_lab_user(lab, guest, browser, dist, release
 def test_the_labs_left_nothing_running(guest, browser, tmp_path):
     """After every lab: no network namespace, iperf3, tshark or ping of the labs is left in the
     VM, as a notebook cell run by the lab user sees it."""
-    probe = {"cells": [{"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [],
-                        "source": "import subprocess\n"
-                                  "ns = subprocess.run(['ip', 'netns', 'list'], capture_output=True, text=True).stdout.split()\n"
-                                  "ps = subprocess.run(['ps', '-eo', 'comm='], capture_output=True, text=True).stdout.split()\n"
-                                  "left = [p for p in ps if p in ('iperf3', 'tshark', 'dumpcap', 'ping')]\n"
-                                  "print('LEFT', ns, left)\n"
-                                  "assert not ns and not left, (ns, left)\n"}],
-             "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)",
-                                         "language": "python"}},
-             "nbformat": 4, "nbformat_minor": 5}
-    guest.upload("notebooks/leftovers.ipynb", json.dumps(probe).encode(), "notebook")
+    probe = cell_notebook(
+        "import subprocess\n"
+        "ns = subprocess.run(['ip', 'netns', 'list'], capture_output=True, text=True).stdout.split()\n"
+        "ps = subprocess.run(['ps', '-eo', 'comm='], capture_output=True, text=True).stdout.split()\n"
+        "left = [p for p in ps if p in ('iperf3', 'tshark', 'dumpcap', 'ping')]\n"
+        "print('LEFT', ns, left)\n"
+        "assert not ns and not left, (ns, left)\n")
+    guest.upload("notebooks/leftovers.ipynb", probe, "notebook")
     nb, _, _ = run_all_cells(guest, browser, "notebooks/leftovers.ipynb", tmp_path)
     out = nb["cells"][0].get("outputs", [])
     assert any("LEFT [] []" in o.get("text", "") for o in out), out

@@ -4,6 +4,7 @@ emulation, so `make test-nightly` runs it, not `make test`, which makes the same
 browser's runs), keeps each lab's results and regenerates docs/scorecard.md from them; then
 `python3 -m cclab.scorecard` makes the same table from what was kept."""
 import hashlib
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -36,3 +37,26 @@ def test_make_scorecard_as_written(tmp_path):
                            capture_output=True, text=True, timeout=600)
     assert again.returncode == 0, again.stderr[-2000:]
     assert (kit / "docs" / "scorecard.md").read_text() == table
+
+
+@pytest.mark.nightly
+def test_make_scorecard_full_mode_as_written(tmp_path):
+    """`make scorecard MODE=full LABS="lab1 lab4"`, as the README writes it: the two labs' master
+    notebooks in full mode (about 21 min of flows), kept under results/scorecard/full/, and
+    their full-mode rows in the table name the records kept."""
+    kit = tmp_path / "kit"
+    subprocess.run(["git", "clone", "-q", str(KIT), str(kit)], check=True)
+    r = subprocess.run(["make", "scorecard", "MODE=full", "LABS=lab1 lab4"], cwd=kit,
+                       capture_output=True, text=True, timeout=4 * 3600)
+    print(r.stdout[-3000:])
+    assert r.returncode == 0, (r.stdout[-3000:], r.stderr[-3000:])
+    kept = kit / "results" / "scorecard" / "full"
+    table = (kit / "docs" / "scorecard.md").read_text()
+    for lab in ("lab1", "lab4"):
+        assert (kept / f"{lab}.ipynb").is_file(), lab
+        record = kept / lab / "record.json"
+        assert json.loads(record.read_text())["mode"] == "full", lab
+        digest = hashlib.sha256(record.read_bytes()).hexdigest()
+        row = next((ln for ln in table.splitlines() if ln.startswith(f"| {lab} | full |")), "")
+        assert digest[:12] in row, (lab, row)
+    assert not (kit / "results" / "scorecard" / "quick").exists()   # only what was asked ran

@@ -1,4 +1,5 @@
-"""CPU load during a run, as cpu.csv (t, cpu, busy_frac), for the CPU-headroom check.
+"""CPU load during a run, as cpu.csv (t, cpu, busy_frac), for the CPU-headroom check
+(cclab.analysis.fidelity reads it).
 
 The engine runs it during every run (the `cpu` measurement); it can also run beside other code:
 
@@ -17,7 +18,7 @@ import threading
 import time
 from pathlib import Path
 
-from cclab import results
+from . import results
 
 
 def read_stat(path: str = "/proc/stat") -> dict[str, tuple[int, int]]:
