@@ -4,7 +4,9 @@ cannot run a guest: CCLAB_LIBVIRT_DRIVER=qemu).  The box is the kit's own image 
 libvirt box by vm/vagrant-box.sh (the Vagrantfile's default box needs a download the test does
 not depend on).
 
-Checked, in order: provisioning ends with the JupyterLab URL and its token; the forwarded port on
+Checked, in order: provisioning ends with the JupyterLab URL and its token; the VM has the CPUs
+and memory of the README's settings line (CCLAB_CPUS=4 CCLAB_MEMORY=8192, which the test's
+`vagrant up` is given); the forwarded port on
 127.0.0.1 answers with that token and refuses without it; `vagrant ssh -c` runs a quick lab 1
 experiment as the vagrant user (labkit.run_lab from /kit/notebooks, so through the lab command
 and sudo, as a notebook does); JupyterLab runs as the lab user, whose only root command is the
@@ -41,6 +43,9 @@ KIT = Path(__file__).resolve().parents[2]
 URI = "qemu:///system"
 NAME = "cclab"                      # the clone's folder: vagrant-libvirt names the domain cclab_default
 DOMAIN = f"{NAME}_default"
+# The README's settings line, `CCLAB_CPUS=4 CCLAB_MEMORY=8192 vagrant up`: the test's `vagrant up`
+# runs with them, and the domain must have what they ask for.
+SETTINGS = {"CCLAB_CPUS": "4", "CCLAB_MEMORY": "8192"}
 PORT = 8888
 URL_LINE = re.compile(r"\[provision\] JupyterLab: http://localhost:8888/lab\?token=([0-9a-f]+)\s*$")
 ARTIFACTS = Path(os.environ.get("CCLAB_VAGRANT_ARTIFACTS", KIT / "results" / "vagrant-test"))
@@ -117,7 +122,7 @@ class Lab:
         self.env = dict(os.environ, VAGRANT_HOME=str(self.base / "vagrant.d"), CCLAB_BOX=self.box,
                         CCLAB_LIBVIRT_DRIVER=os.environ.get("CCLAB_LIBVIRT_DRIVER")
                         or ("kvm" if kvm_can_run() else "qemu"),
-                        VAGRANT_CHECKPOINT_DISABLE="1", VAGRANT_NO_COLOR="1")
+                        VAGRANT_CHECKPOINT_DISABLE="1", VAGRANT_NO_COLOR="1", **SETTINGS)
         self.env.pop("VAGRANT_CWD", None)
         self.timings: dict[str, float] = {}
         self.destroyed = False
@@ -220,6 +225,17 @@ def test_1_provisioning_ends_with_the_jupyterlab_url(lab):
     lab.token = m.group(1)
     stored = lab.ssh("token", "sudo cat /etc/cclab/jupyter-token").stdout.strip()
     assert stored == lab.token
+
+
+def test_1b_the_readmes_settings_size_the_vm(lab):
+    readme = (KIT / "README.md").read_text()
+    assert " ".join(f"{k}={v}" for k, v in SETTINGS.items()) + " vagrant up" in readme
+    assert lab.up.returncode == 0, "vagrant up failed"
+    info = dict(line.split(":", 1) for line in virsh("dominfo", DOMAIN).splitlines() if ":" in line)
+    assert info["CPU(s)"].strip() == SETTINGS["CCLAB_CPUS"], info
+    assert info["Max memory"].strip() == f"{int(SETTINGS['CCLAB_MEMORY']) * 1024} KiB", info
+    cpus = lab.ssh("nproc", "nproc").stdout.strip()
+    assert cpus == SETTINGS["CCLAB_CPUS"], cpus
 
 
 def get(path: str) -> int:
