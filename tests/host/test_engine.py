@@ -448,6 +448,29 @@ def test_slow_paths_get_longer_connection_timeouts():
     assert runner.patience(ten.link) == pytest.approx(15)
 
 
+def test_a_clients_deadline_runs_from_its_own_start_and_grows_with_the_path():
+    from cclab import runner, spec
+    from cclab.runner import Run
+    flows = [{"cca": "cubic", "duration": "32s", "start": "2s"},
+             {"cca": "search", "duration": "15s", "start": "40s", "pair": 2}]
+    geo = spec.from_dict({"profile": "geo", "override": {"pairs": 2, "down": {
+        "rate": "50mbit", "buffer": "8bdp"}}, "flow": flows}, "t")
+    wired = spec.from_dict({"profile": "wired", "override": {"pairs": 2}, "flow": flows}, "t")
+    g, w = Run(geo, 1, Path("/nonexistent"), "x"), Run(wired, 1, Path("/nonexistent"), "x")
+    limit = geo.planned_length()                                   # 56 s
+    # lab 4's GEO case: flow 2's client started 5 s late (an earlier flow's queue still
+    # draining); its deadline follows its own start, plus two patiences of the path (16.2 s)
+    assert g._deadline(2, 45.0, limit) == pytest.approx(45 + 15 + 2 * 16.2 + runner.CLIENT_GRACE_S)
+    assert g._deadline(2, 45.0, limit) > g._deadline(2, 40.0, limit) > limit + 15
+    # a short path gets a shorter wait: two connection timeouts and the slack
+    assert w._deadline(2, 40.0, limit) == pytest.approx(40 + 15 + 2 * runner.CONNECT_TIMEOUT_S
+                                                        + runner.CLIENT_GRACE_S)
+    # a sized flow has the experiment's time limit
+    sized = spec.from_dict({"profile": "wired", "flow": [{"cca": "cubic", "bytes": "1MB"}]}, "t")
+    s = Run(sized, 1, Path("/nonexistent"), "x")
+    assert s._deadline(1, 0.0, sized.time_limit) == sized.time_limit + runner.CLIENT_GRACE_S
+
+
 def test_cleanup_lets_a_capture_catch_up_before_stopping_it(tmp_path, monkeypatch):
     from cclab import runner
     monkeypatch.setattr(runner, "CAPTURE_WAIT_S", 3.0)
