@@ -136,6 +136,7 @@ class Direction:
     delay: float = 0.0              # s, one way
     jitter: float = 0.0             # s (never reorders: see tc.py)
     loss: float = 0.0               # % of packets dropped at random
+    loss_correlation: float = 0.0   # %, netem's correlation of successive loss draws
     buffer: object = "1bdp"         # packets (int) or BDP multiples ("2bdp")
     limit: int | None = None        # netem limit in packets; default: delay line + buffer
     shaper: str = "htb"             # htb | tbf | netem: which qdisc enforces the rate

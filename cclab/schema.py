@@ -221,6 +221,8 @@ class DirectionModel(Model):
     delay: Duration(MAX_DELAY, "one-way propagation delay") = 0.0
     jitter: Duration(MAX_DELAY, "delay variation (needs shaper = \"netem\")") = 0.0
     loss: Percent = 0.0
+    # netem's correlation of successive loss draws ("loss 20% 5%": 5 %); needs loss
+    loss_correlation: Percent = 0.0
     buffer: Buffer = "1bdp"
     limit: Optional[Count(1, MAX_PACKETS, "netem's limit in packets")] = None
     shaper: Literal["htb", "tbf", "netem"] = "htb"
@@ -231,6 +233,8 @@ class DirectionModel(Model):
 
     @model_validator(mode="after")
     def _shaper(self):
+        if self.loss_correlation and not self.loss:
+            _refuse("loss_correlation", "needs loss (it correlates netem's loss draws)")
         if self.latency is not None and self.shaper != "tbf":
             _refuse("latency", "only applies to shaper = \"tbf\"")
         if (self.jitter or self.slot) and self.shaper != "netem":

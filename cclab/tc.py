@@ -67,6 +67,8 @@ def netem_args(d: Direction, s: LinkState, buffer: int) -> list[str]:
         args += [tc_time(d.jitter)]
     if s.loss:
         args += ["loss", tc_percent(s.loss)]
+        if d.loss_correlation:
+            args += [tc_percent(d.loss_correlation)]
     if d.slot is not None:
         args += ["slot", tc_time(d.slot.min), tc_time(d.slot.max)]
         if d.slot.packets:

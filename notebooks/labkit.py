@@ -556,7 +556,7 @@ def _profile_name(m: dict) -> str:
 def link(lab: str, experiment: str, root=None) -> str:
     """The link an experiment of the lab ran on, for a plot's title, from its first run's
     manifest: e.g. "wired, 50 Mbit/s, 40 ms RTT, buffer 1bdp" (the delay of both directions;
-    loss and jitter when the link has them).  The experiment's name when no run has it."""
+    jitter, and loss of data or of ACKs, when the link has them).  The experiment's name when no run has it."""
     for d in run_dirs(lab, root):
         if not (d / "manifest.json").is_file():
             continue
@@ -571,8 +571,11 @@ def link(lab: str, experiment: str, root=None) -> str:
         parts.append(f"{(float(down.get('delay') or 0) + float(up.get('delay') or 0)) * 1e3:g} ms RTT")
         if down.get("jitter"):
             parts.append(f"jitter {float(down['jitter']) * 1e3:g} ms")
-        if down.get("loss"):
-            parts.append(f"{float(down['loss']):g} % loss")
+        for name, d in (("", down), (" of ACKs", up)):
+            if d.get("loss"):
+                corr = float(d.get("loss_correlation") or 0)
+                parts.append(f"{float(d['loss']):g} % loss{name}"
+                             + (f" ({corr:g} % correlated)" if corr else ""))
         buf = down.get("buffer")
         if buf is not None:
             parts.append(f"buffer {buf}" + (" packets" if isinstance(buf, (int, float)) else ""))

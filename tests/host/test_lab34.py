@@ -27,13 +27,96 @@ def test_lab3_loss_sweep_on_the_data_direction_only(mode):
     exps = [KM.load_experiment(p)[0] for p in files("lab3", mode)]
     sweep = [e for e in exps if e.name.startswith("lab3-loss")]
     assert sorted(e.link.down.loss for e in sweep) == [0, 1, 2, 5, 10, 20]
+    (acks,) = [e for e in exps if e.name == KM.ACK_LOSS_EXPERIMENT]
     for e in exps:
-        assert e.link.up.loss == 0, f"{e.name}: loss on the ACK direction"
+        if e is not acks:
+            assert e.link.up.loss == 0, f"{e.name}: loss on the ACK direction"
         assert "spline:spline_mode" in e.measure.events
         assert any(f.cca == "spline" for f in e.flows)
-    for e in sweep:
+    for e in sweep + [acks]:
         n = {c: sum(f.cca == c for f in e.flows) for c in ("spline", "bbr")}
         assert n["spline"] >= 2 and n["bbr"] >= 2, "two connections per algorithm and run: intervals"
+
+
+@pytest.mark.parametrize("mode", ["quick", "full"])
+def test_lab3_runs_the_documents_loss_test_as_it_was(mode):
+    """netem loss 20% 5% on the receivers' egress (the ACK direction), nothing on the data: the
+    same flows and link as loss-20, whose loss is on the data."""
+    from cclab import tc
+    exps = {e.name: e for e in (KM.load_experiment(p)[0] for p in files("lab3", mode))}
+    acks, data = exps[KM.ACK_LOSS_EXPERIMENT], exps["lab3-loss-20"]
+    assert all(f.direction == "down" for f in acks.flows)
+    assert (acks.link.up.loss, acks.link.up.loss_correlation, acks.link.down.loss) == (20, 5, 0)
+    assert data.link.down.loss == 20 and data.link.up.loss == 0
+    assert [(f.cca, f.start, f.duration) for f in acks.flows] == \
+        [(f.cca, f.start, f.duration) for f in data.flows]
+    assert acks.link.down.rate == data.link.down.rate and acks.repetitions == data.repetitions
+    up = tc.netem_args(acks.link.up, tc.LinkState.of(acks.link.up), 10)
+    assert up[up.index("loss"):up.index("loss") + 3] == ["loss", "20%", "5%"]
+    assert "loss" not in tc.netem_args(acks.link.down, tc.LinkState.of(acks.link.down), 10)
+
+
+def _lossy_run(path, experiment, asked_up, dropped_up, asked_down=0.0, dropped_down=0.0):
+    """A synthetic lab 3 run whose netem counters dropped the given shares of 20,000 packets."""
+    from cclab import results
+    from cclab.analysis import synthetic
+    d = synthetic.make_run(path, experiment=experiment, ccas=("spline", "bbr"), rate=20e6,
+                           duration=4)
+    m = json.loads((d / "manifest.json").read_text())
+    m["profile"]["up"] = dict(m["profile"]["down"], rate=20e6, loss=asked_up)
+    m["profile"]["down"]["loss"] = asked_down
+    m.setdefault("spec", {})["flow"] = [{"cca": "spline"}, {"cca": "bbr", "direction": "down"}]
+    results.write_json(d / "manifest.json", m)
+    rows = []
+    for direction, share in (("down", dropped_down), ("up", dropped_up)):
+        rows.append({"t": 5.0, "node": "cc-r1" if direction == "down" else "cc-r2",
+                     "dev": "x", "direction": direction, "kind": "netem", "handle": "10:",
+                     "parent": "1:1", "bytes": 0, "packets": int(20000 * (1 - share)),
+                     "drops": int(20000 * share), "overlimits": 0, "requeues": 0,
+                     "backlog_bytes": 0, "backlog_packets": 0})
+    results.write_table(d, "qdisc", rows)
+    return d, m
+
+
+def test_a_run_is_checked_for_the_loss_it_asked_for(tmp_path):
+    # ACKs: 20 % asked, 19.6 % dropped: fine; 2 % dropped (not the asked link), or 30 % (an ACK
+    # direction has no queue to add drops): refused
+    d, m = _lossy_run(tmp_path / "a", KM.ACK_LOSS_EXPERIMENT, 20.0, 0.196)
+    assert KM._loss_check(d, m) == []
+    d, m = _lossy_run(tmp_path / "b", KM.ACK_LOSS_EXPERIMENT, 20.0, 0.02)
+    (why,) = KM._loss_check(d, m)
+    assert why.startswith("up direction: netem dropped 2.0% of 20000 packets, 20% asked")
+    d, m = _lossy_run(tmp_path / "c", KM.ACK_LOSS_EXPERIMENT, 20.0, 0.30)
+    assert len(KM._loss_check(d, m)) == 1
+    # data: a full buffer adds drops of its own (25 % for 20 % asked is fine), too few is not
+    d, m = _lossy_run(tmp_path / "d", "lab3-loss-20", 0.0, 0.0, 20.0, 0.25)
+    assert KM._loss_check(d, m) == []
+    d, m = _lossy_run(tmp_path / "e", "lab3-loss-20", 0.0, 0.0, 20.0, 0.05)
+    assert "down direction" in KM._loss_check(d, m)[0]
+    # a run without loss is not checked
+    d, m = _lossy_run(tmp_path / "f", "lab3-loss-00", 0.0, 0.0)
+    assert KM._loss_check(d, m) == []
+
+
+def test_the_documents_loss_test_has_its_own_claim_and_table(tmp_path):
+    from cclab.analysis import synthetic
+    for k, (exp, share) in enumerate(((KM.ACK_LOSS_EXPERIMENT, (0.5, 0.5)),
+                                      ("lab3-loss-20", (0.2, 0.8)))):
+        d = synthetic.make_run(tmp_path / "lab3" / exp / f"r-{k}", experiment=exp,
+                               ccas=("spline", "bbr"), shares=share, rate=20e6, duration=4)
+        m = json.loads((d / "manifest.json").read_text())
+        m["profile"]["down"]["loss"] = 20.0 if exp == "lab3-loss-20" else 0.0
+        (d / "manifest.json").write_text(json.dumps(m))
+    (tmp_path / "lab3" / "record.json").write_text(json.dumps({"lab": "lab3", "mode": "quick", "runs": {
+        f"{KM.ACK_LOSS_EXPERIMENT}/r-0": {}, "lab3-loss-20/r-1": {}}}))
+    assert set(KM.lab3_ack_flows(tmp_path)["experiment"]) == {KM.ACK_LOSS_EXPERIMENT}
+    assert KM.ACK_LOSS_EXPERIMENT not in set(KM.lab3_loss_flows(tmp_path)["experiment"])
+    w = KM.lab3_where_lost(tmp_path)
+    assert set(w.index) == {("ACKs", "spline"), ("ACKs", "bbr"), ("data", "spline"), ("data", "bbr")}
+    assert w.loc[("data", "spline"), "mean"] < w.loc[("data", "bbr"), "mean"]
+    c = KM.lab3_claims(tmp_path)
+    assert list(c.index[:3]) == ["goodput_0", "goodput_20_acks", "goodput_20"]
+    assert c.loc["goodput_20_acks", "n_spline"] == 1 and c.loc["goodput_20", "n_spline"] == 1
 
 
 @pytest.mark.parametrize("lab,mode", [(l, m) for l in ("lab3", "lab4") for m in ("quick", "full")])

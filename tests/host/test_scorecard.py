@@ -337,10 +337,17 @@ def test_lab3_overlapping_intervals_are_inconclusive_not_differs(monkeypatch, tm
     monkeypatch.setattr(KM, "verify", lambda *a, **k: [])
     monkeypatch.setattr(KM, "lab3_share_samples", lambda root=None: share)
     monkeypatch.setattr(KM, "lab3_loss_flows", lambda root=None: flows([18.4, 18.5, 18.3], [18.7, 18.5, 18.9]))
+    acks = pd.DataFrame([{"experiment": KM.ACK_LOSS_EXPERIMENT, "loss": 0.0, "cca": c, "goodput_mbps": g}
+                         for c, gs in (("spline", [18.4, 18.3, 18.5]), ("bbr", [18.5, 18.2, 18.4]))
+                         for g in gs])
+    monkeypatch.setattr(KM, "lab3_ack_flows", lambda root=None: acks)
     r = {x["claim"]: x for x in scorecard.spline_rows({"full": tmp_path})}
     clean = r["Spline downloads faster than BBR on a clean path"]
     assert clean["verdict"] == "inconclusive" and "intervals overlap" in clean["why"] and "n=3 and 3" in clean["why"]
-    assert r["Spline faster than BBR under 20 % loss"]["verdict"] == "differs"
+    seeds = r["Spline faster than BBR under 20 % loss, as the seed measured it (ACKs lost)"]
+    assert seeds["verdict"] == "inconclusive" and "n=3 and 3" in seeds["why"]
+    assert "Spline 18.4" in seeds["full"] and "BBR 18.4" in seeds["full"]
+    assert r["Spline faster than BBR under 20 % loss of data"]["verdict"] == "differs"
     assert r["Spline retransmits less than BBR"]["verdict"] == "inconclusive"      # equal rates
     assert r["fairness_rat makes Spline yield to a competing Cubic flow"]["verdict"] == "reproduced"
     starved = r["fairness_rat makes Spline yield to a competing BBR flow"]
