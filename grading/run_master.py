@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import signal
 import sys
@@ -67,6 +68,11 @@ def lab_command_allowed() -> bool:
     except (OSError, subprocess.TimeoutExpired):
         return False
     return r.returncode == 0
+
+
+# Lines of a lab's run that are relayed while its cell runs: labkit/kmodlab's "lab3: <experiment>:
+# ..." per experiment, and the runner's "[run 2/3] ..." per run and "done: ..." per experiment.
+PROGRESS = re.compile(r"^(lab\d: |\[run \d+/\d+\] |done: \d+ run)")
 
 
 def _say(msg: str) -> None:
@@ -128,8 +134,18 @@ def execute(lab: str, work: Path, mode: str, timeout: int = 900, export: bool = 
             _say(f"[{lab}] cell {n}/{len(code)} done ({now - last[0]:.0f} s; {now - began:.0f} s in all)")
         last[0] = now
 
-    client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
-                            resources={"metadata": {"path": str(work)}})
+    class Client(NotebookClient):
+        def output(self, outs, msg, display_id, cell_index):
+            # the engine's progress lines, as the notebook prints them, relayed as they come:
+            # a lab's run cell takes many minutes in full mode
+            if msg.get("msg_type") == "stream":
+                for line in msg["content"].get("text", "").splitlines():
+                    if PROGRESS.match(line):
+                        _say(f"[{lab}] {line}")
+            return super().output(outs, msg, display_id, cell_index)
+
+    client = Client(nb, timeout=timeout, kernel_name="python3",
+                    resources={"metadata": {"path": str(work)}})
     client.on_cell_executed = done
     kernel = {}
 

@@ -93,3 +93,22 @@ def test_a_master_runs_on_saved_results_and_keeps_them(tmp_path):
     assert p.stderr.strip().splitlines()[-1].startswith("run_master: lab1:")
     p = cli("lab1", "--results", str(tmp_path / "nothing"))
     assert p.returncode == 1 and "no saved results with a record" in p.stderr
+
+
+def test_the_runs_progress_lines_are_relayed_while_the_cell_runs(tmp_path, capsys):
+    """A lab's run cell prints the engine's progress; run_master passes those lines on as they
+    come (one full-mode run cell takes many minutes), and nothing else the cell prints."""
+    nbformat = pytest.importorskip("nbformat")
+    pytest.importorskip("nbclient")
+    lines = ["lab9: lab9-x: 2 flow(s), 3 repetition(s)", "[run 1/3] lab9-x (seed 1): elapsed 0:00",
+             "a table row", "done: 3 run(s) in 0:40", rm.REAL_MARK]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        "import os\n" + "".join(f"print({line!r})\n" for line in lines)
+        + "os.makedirs('submission/lab9', exist_ok=True)\n"
+        + "open('submission/lab9/record.json', 'w').write('{}')")])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, tmp_path / "lab9.ipynb")
+    rm.execute("lab9", tmp_path, "quick", timeout=120)
+    said = [line for line in capsys.readouterr().err.splitlines() if line.startswith("[lab9] ")]
+    assert said[:3] == ["[lab9] " + line for line in (lines[0], lines[1], lines[3])], said
+    assert not any("a table row" in line or rm.REAL_MARK in line for line in said)
