@@ -184,6 +184,9 @@ def plan(experiment) -> list[tuple[str, list[str]]]:
         for node, devs in interfaces(p).items():
             cmds += [(node, ["ethtool", "-K", d, "tso", "off", "gso", "off", "gro", "off"])
                      for d in devs]
+    # one receive queue per flow (see steering())
+    for node, devs in interfaces(p).items():
+        cmds.append((node, steering(devs)))
     # the bottleneck
     buf = buffers(p)
     dynamic = p.dynamics is not None
@@ -192,6 +195,21 @@ def plan(experiment) -> list[tuple[str, list[str]]]:
         start = dynamics.initial(p, s.direction)
         cmds += [(s.node, c) for c in tc.setup(d, s.dev, buf[s.direction], dynamic, start)]
     return cmds
+
+
+def steering(devs: list[str]) -> list[str]:
+    """The command that turns on receive packet steering over every CPU on a node's
+    interfaces.  A veth hands each packet to the backlog of the CPU that sent it; a TCP flow
+    sends from two places (the application's writes, and the softirq that an ACK wakes), so on
+    a guest with two or more CPUs its packets can reach the next hop out of order, and the
+    sender may take that for loss: a spurious recovery, a cwnd cut, a slow start ended.  With
+    RPS each packet goes to the backlog of a CPU chosen by its flow's hash: one per flow, in
+    order, the flows still spread over the CPUs.  rps_cpus lives in the namespace's own sysfs,
+    which the node mounts for itself (in a mount namespace of its own, as `ip netns exec` does)."""
+    files = " ".join(f"/sys/class/net/{d}/queues/rx-0/rps_cpus" for d in devs)
+    return ["unshare", "-m", "sh", "-c",
+            "umount -l /sys && mount -t sysfs sysfs /sys && m=$(printf %x $(( (1 << $(nproc --all)) - 1 ))) && "
+            f"for f in {files}; do echo $m > $f; done"]
 
 
 @dataclass(frozen=True)

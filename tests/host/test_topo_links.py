@@ -109,13 +109,13 @@ echo "$tool $*" >> "$LOG"
 
 
 def run_scripts(tmp_path, e, scripts):
-    """Run node_scripts' shell scripts with logging stand-ins for ip, tc, sysctl and ethtool;
-    returns {node: [command lines, in the order they ran]} and each script's exit status."""
+    """Run node_scripts' shell scripts with logging stand-ins for ip, tc, sysctl, ethtool and
+    unshare; returns {node: [command lines, in the order they ran]} and each script's exit status."""
     bin_ = tmp_path / "bin"
     macs = tmp_path / "macs"
     bin_.mkdir(parents=True)
     macs.mkdir()
-    for tool in ("ip", "tc", "sysctl", "ethtool"):
+    for tool in ("ip", "tc", "sysctl", "ethtool", "unshare"):
         (bin_ / tool).write_text(FAKE.replace("{tool}", tool))
         (bin_ / tool).chmod(0o755)
     for link in topo.links(e.link):

@@ -20,6 +20,7 @@ Each run is short and serves several tests (module-scoped fixtures).  Rates stay
 guest is software-emulated); tolerances are those measured in the VM, see each assertion.
 """
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -414,6 +415,14 @@ def asym_watch(nodes):
             out["ethtool"][(node, dev)] = dict(
                 (k.strip(), v.split()[0]) for k, _, v in
                 (line.partition(":") for line in text.splitlines()[1:]) if v.strip())
+    # each interface's receive steering, read from the node's own sysfs (as the engine set it)
+    out["rps"] = {}
+    for node, devs in topo.interfaces(prof).items():
+        text = in_ns(nodes[node], "unshare", "-m", "sh", "-c",
+                     "umount -l /sys && mount -t sysfs sysfs /sys && "
+                     + " && ".join(f"cat /sys/class/net/{d}/queues/rx-0/rps_cpus" for d in devs))
+        out["rps"].update({(node, d): int(m.replace(",", ""), 16)
+                           for d, m in zip(devs, text.split())})
     for node in topo.hosts(prof):
         out["sysctl"][node] = {k: sysctl(nodes[node], k) for k in SYSCTLS}
     for node in (topo.R1, topo.R2):
@@ -496,6 +505,17 @@ def test_offloads_off_on_a_lossy_path(asym):
         for f in ("tcp-segmentation-offload", "generic-segmentation-offload",
                   "generic-receive-offload"):
             assert feats.get(f) == "off", (node, dev, f, feats.get(f))
+
+
+def test_every_interface_steers_a_flow_to_one_cpu(asym):
+    # RPS over every CPU on every interface of every node: a flow's packets keep their order
+    # (topo.steering); the mask read in each node's own sysfs, not the machine's
+    d, man, seen, root = asym
+    prof = profile_of("wired", ASYM_OVERRIDE)
+    every = (1 << os.cpu_count()) - 1
+    print("rps_cpus per interface:", {f"{n}/{dev}": f"{m:x}" for (n, dev), m in seen["rps"].items()})
+    assert set(seen["rps"]) == {(n, dev) for n, devs in topo.interfaces(prof).items() for dev in devs}
+    assert all(m == every for m in seen["rps"].values()) and every >= 3
 
 
 def test_sysctls_set_inside_the_namespaces(asym):
