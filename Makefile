@@ -121,7 +121,7 @@ MODE ?= quick
 LABS ?= lab1 lab2 lab3 lab4 lab5
 scorecard: vm-image
 	vm/run.sh --timeout 36000 -- python3 grading/run_master.py $(LABS) --mode $(MODE) --keep results/scorecard
-	$(PYTHON) -m cclab.scorecard
+	$(PYTHON) -m grading.scorecard
 
 clean:
 	@if [ -f kmod/Makefile ]; then $(MAKE) -C kmod clean; fi

@@ -12,7 +12,7 @@ the run.  The progress of the run (cell by cell, with the time taken) goes to st
 With --keep DIR, a lab that ran to the end is kept as DIR/<mode>/<lab>/ (the results the
 notebook saved into submission/<lab>/) and DIR/<mode>/<lab>.ipynb (the executed notebook).  It
 replaces an earlier run of that lab and mode only once complete; a failed run keeps nothing.
-`python3 -m cclab.scorecard` reads DIR; instructors take reference bands from such runs.
+`python3 -m grading.scorecard` reads DIR; instructors take reference bands from such runs.
 
 With --results DIR, the master does not run its experiments: it starts from results saved
 earlier in that mode, DIR/<lab>/ (e.g. a reference run made with labkit.run_lab, see

@@ -4,11 +4,12 @@ command line.  Read from the source (every import statement, those inside functi
 import added anywhere is seen.
 
 - The import graph among cclab's modules has no cycle.
-- Nothing below the analysis imports it, or the command line, the plot command or the scorecard.
+- Nothing below the analysis imports it, or the command line or the plot command.
 - The analysis reads runs through the tables' module (cclab.results) and nothing else of the
   engine that builds and runs the network.
-- No cclab module reaches into the labs (labkit, kmodlab, tuner_support) except the one listed
-  in LAB_READERS, which this test keeps from growing.
+- No cclab module reaches into the labs (labkit, kmodlab, tuner_support): the labs use the
+  engine, never the other way.  The scorecard, which judges the labs' claims with the labs' own
+  code, lives beside the instructor's tools (grading/scorecard.py), outside the package.
 """
 
 import ast
@@ -18,13 +19,10 @@ KIT = Path(__file__).resolve().parents[2]
 PKG = KIT / "cclab"
 
 # Above the engine: they may import anything below them.
-TOP = {"cclab.cli", "cclab.__main__", "cclab.plot", "cclab.scorecard"}
+TOP = {"cclab.cli", "cclab.__main__", "cclab.plot"}
 # What the analysis may import of the engine: the tables it reads, and the plain definitions.
 ANALYSIS_MAY = {"cclab.results", "cclab.units"}
 LAB_MODULES = {"labkit", "kmodlab", "tuner_support"}
-# The scorecard still loads the labs' own code to judge their claims; issue 18 moves it out of
-# the package (grading/ or reproduce/), and this list then goes.
-LAB_READERS = {"cclab.scorecard"}
 
 
 def module_name(path: Path) -> str:
@@ -77,7 +75,7 @@ def graph() -> dict[str, set[str]]:
 
 def test_the_package_is_read_whole():
     g = graph()
-    assert {"cclab.runner", "cclab.cpu", "cclab.analysis.fidelity", "cclab.scorecard"} <= set(g)
+    assert {"cclab.runner", "cclab.cpu", "cclab.analysis.fidelity", "cclab.plot"} <= set(g)
     assert "cclab.results" in g["cclab.analysis.data"]         # the reader really is seen
 
 
@@ -125,6 +123,7 @@ def test_the_analysis_reads_tables_not_the_engine_that_runs():
     assert not bad, bad
 
 
-def test_only_the_listed_module_reaches_into_the_labs():
+def test_no_module_of_the_package_reaches_into_the_labs():
     readers = {mod for mod, deps in graph().items() if {d.split(".")[0] for d in deps} & LAB_MODULES}
-    assert readers == LAB_READERS, readers
+    assert not readers, readers
+    assert not (PKG / "scorecard.py").exists() and (KIT / "grading" / "scorecard.py").is_file()

@@ -15,7 +15,7 @@ for p in (KIT / "notebooks", KIT / "labs"):
         sys.path.insert(0, str(p))
 
 import kmodlab as KM  # noqa: E402
-from cclab import scorecard  # noqa: E402
+from grading import scorecard  # noqa: E402
 
 
 def files(lab, mode):

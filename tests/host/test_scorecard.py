@@ -1,4 +1,4 @@
-"""The scorecard's lab 1 and lab 2 sections (cclab/scorecard.py): rows recomputed from saved lab
+"""The scorecard's lab 1 and lab 2 sections (grading/scorecard.py): rows recomputed from saved lab
 runs by labkit, verdicts that follow the measurements (reproduced, partly, inconclusive, differs),
 refusal of edited results, "not run"; the thresholds table the handouts show; quick mode's
 repetitions wherever a row computes an interval.
@@ -22,7 +22,7 @@ for p in (KIT / "notebooks", KIT / "labs"):
         sys.path.insert(0, str(p))
 
 import labkit  # noqa: E402
-from cclab import scorecard  # noqa: E402
+from grading import scorecard  # noqa: E402
 
 RUNS = Path(__file__).with_name("data") / "reference-runs.tar.xz"
 

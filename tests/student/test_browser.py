@@ -524,16 +524,16 @@ def test_grading_is_unprivileged_and_catches_edited_numbers(grader_python, dist,
 
 
 def test_the_scorecard_is_made_from_these_runs(tmp_path):
-    """`python3 -m cclab.scorecard` makes the reproduction table from the labs' runs here: every
+    """`python3 -m grading.scorecard` makes the reproduction table from the labs' runs here: every
     lab's section has measured quick-mode values and a verdict with a reason for each claim, and
     the provenance names these runs (the guest's kernel, every run's fidelity OK)."""
-    from cclab.scorecard import VERDICTS
+    from grading.scorecard import VERDICTS
     kept = RUNS / "quick"
     missing = [lab for lab in LABS[:4] if not (kept / lab / "record.json").is_file()]
     assert not missing, f"no run of {missing}: their browser tests failed (see above)"
     assert (kept / "lab5" / "live.csv").is_file()
     out = tmp_path / "scorecard.md"
-    p = subprocess.run([sys.executable, "-m", "cclab.scorecard", "--results", str(RUNS), "--out", str(out)],
+    p = subprocess.run([sys.executable, "-m", "grading.scorecard", "--results", str(RUNS), "--out", str(out)],
                        cwd=KIT, capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr
     text = out.read_text()

@@ -2,7 +2,7 @@
 runs every lab's master notebook in quick mode in the lab VM (about 20 min under software
 emulation, so `make test-nightly` runs it, not `make test`, which makes the same table from the
 browser's runs), keeps each lab's results and regenerates docs/scorecard.md from them; then
-`python3 -m cclab.scorecard` makes the same table from what was kept.  The full-mode line,
+`python3 -m grading.scorecard` makes the same table from what was kept.  The full-mode line,
 `make scorecard MODE=full LABS="lab1 lab4"`, runs the same way (about 35 min)."""
 import hashlib
 import json
@@ -39,7 +39,7 @@ def test_make_scorecard_as_written(tmp_path):
         assert (kept / lab / "record.json").is_file(), lab
     table = (kit / "docs" / "scorecard.md").read_text()
     rows_name_records(table, kept, "quick", ("lab1", "lab2", "lab3", "lab4"))
-    again = subprocess.run([sys.executable, "-m", "cclab.scorecard"], cwd=kit,
+    again = subprocess.run([sys.executable, "-m", "grading.scorecard"], cwd=kit,
                            capture_output=True, text=True, timeout=600)
     assert again.returncode == 0, again.stderr[-2000:]
     assert (kit / "docs" / "scorecard.md").read_text() == table
