@@ -207,8 +207,9 @@ def steering(devs: list[str]) -> list[str]:
     order, the flows still spread over the CPUs.  rps_cpus lives in the namespace's own sysfs,
     which the node mounts for itself (in a mount namespace of its own, as `ip netns exec` does)."""
     files = " ".join(f"/sys/class/net/{d}/queues/rx-0/rps_cpus" for d in devs)
+    every = "$(printf %x $(( (1 << $(nproc --all)) - 1 )))"
     return ["unshare", "-m", "sh", "-c",
-            "umount -l /sys && mount -t sysfs sysfs /sys && m=$(printf %x $(( (1 << $(nproc --all)) - 1 ))) && "
+            f"umount -l /sys && mount -t sysfs sysfs /sys && m={every} && "
             f"for f in {files}; do echo $m > $f; done"]
 
 

@@ -556,7 +556,8 @@ def _profile_name(m: dict) -> str:
 def link(lab: str, experiment: str, root=None) -> str:
     """The link an experiment of the lab ran on, for a plot's title, from its first run's
     manifest: e.g. "wired, 50 Mbit/s, 40 ms RTT, buffer 1bdp" (the delay of both directions;
-    jitter, and loss of data or of ACKs, when the link has them).  The experiment's name when no run has it."""
+    jitter and each direction's loss when the link has them: the up direction's is called the
+    ACKs' when every flow goes down).  The experiment's name when no run has it."""
     for d in run_dirs(lab, root):
         if not (d / "manifest.json").is_file():
             continue
@@ -571,7 +572,9 @@ def link(lab: str, experiment: str, root=None) -> str:
         parts.append(f"{(float(down.get('delay') or 0) + float(up.get('delay') or 0)) * 1e3:g} ms RTT")
         if down.get("jitter"):
             parts.append(f"jitter {float(down['jitter']) * 1e3:g} ms")
-        for name, d in (("", down), (" of ACKs", up)):
+        flows = (m.get("spec") or {}).get("flow") or []
+        acks = flows and all((f.get("direction") or "down") == "down" for f in flows)
+        for name, d in (("", down), (" of ACKs" if acks else " up", up)):
             if d.get("loss"):
                 corr = float(d.get("loss_correlation") or 0)
                 parts.append(f"{float(d['loss']):g} % loss{name}"
