@@ -218,7 +218,7 @@ def _loss_check(d: Path, m: dict) -> list[str]:
              for k in ("down", "up")}
     if not any(asked.values()):
         return []
-    q = pd.read_csv(d / "qdisc.csv") if (d / "qdisc.csv").is_file() else pd.DataFrame()
+    q = labkit._csv(d, "qdisc")
     data_dirs = {f.get("direction") or "down" for f in (m.get("spec") or {}).get("flow") or []}
     bad = []
     for direction, p in asked.items():
@@ -303,9 +303,16 @@ def ci_table(df: pd.DataFrame, by, value: str, confidence: float = 0.95) -> pd.D
 
 # ---------------------------------------------------------------- lab 3: Spline against BBR
 
-def lab3_loss_flows(root=None) -> pd.DataFrame:
-    f = flows("lab3", root)
+def _loss_sweep(f: pd.DataFrame) -> pd.DataFrame:
     return f[f["experiment"].str.startswith("lab3-loss")].reset_index(drop=True) if len(f) else f
+
+
+def _ack_loss(f: pd.DataFrame) -> pd.DataFrame:
+    return f[f["experiment"] == ACK_LOSS_EXPERIMENT].reset_index(drop=True) if len(f) else f
+
+
+def lab3_loss_flows(root=None) -> pd.DataFrame:
+    return _loss_sweep(flows("lab3", root))
 
 
 ACK_LOSS_EXPERIMENT = "lab3-ack-loss-20"
@@ -314,14 +321,14 @@ ACK_LOSS_EXPERIMENT = "lab3-ack-loss-20"
 def lab3_ack_flows(root=None) -> pd.DataFrame:
     """The seed's own loss test: the connections of lab3-ack-loss-20 (20 % of the ACKs lost,
     5 % correlated, no data lost)."""
-    f = flows("lab3", root)
-    return f[f["experiment"] == ACK_LOSS_EXPERIMENT].reset_index(drop=True) if len(f) else f
+    return _ack_loss(flows("lab3", root))
 
 
 def lab3_where_lost(root=None) -> pd.DataFrame:
     """Goodput (Mbit/s) with 20 % loss on the ACKs (the seed's setup) and on the data, per
     (lost, cca): mean and 95 % t-interval over the connections."""
-    acks, data = lab3_ack_flows(root), lab3_loss_flows(root)
+    f = flows("lab3", root)                 # every lab 3 run read once
+    acks, data = _ack_loss(f), _loss_sweep(f)
     parts = [acks.assign(lost="ACKs")] if len(acks) else []
     if len(data):
         parts.append(data[data["loss"] == 20.0].assign(lost="data"))
