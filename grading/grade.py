@@ -2,7 +2,8 @@
 
     python3 grading/grade.py SUBMISSIONS --autograder dist/lab1/autograder/lab1-autograder_*.zip \
         --out graded/lab1 [--jobs 2] [--timeout 120] [--memory-mb 3072] [--user nobody] \
-        [--roster roster.csv] [--deadline 2026-03-01T23:59:00Z] [--only STUDENT ...]
+        [--roster roster.csv] [--deadline 2026-03-01T23:59:00Z] [--only STUDENT ...] \
+        [--secret course.secret]
 
 SUBMISSIONS holds one entry per student: a folder with the notebook and its `submission/<lab>/`
 results, or the zip `grader.export()` made.  The entry's name is the student's id.  Writes
@@ -18,7 +19,8 @@ results, or the zip `grader.export()` made.  The entry's name is the student's i
 The roster (a `student` column, optional name, email, sis_id, section, deadline) is kept as
 OUT/roster.csv.  grading/integrity.py's checks (record, cross-checks, duplicates) run in the
 parent on the copy of the results taken before any student code ran; a finding scores 0 for the
-measured answers and is named in `flags` and the feedback.
+measured answers and is named in `flags` and the feedback.  With `--secret` (kept for later
+regrades), so does a run of labs 1, 3 or 4 not made on the student's own link (grading/links.py).
 
 Two engines grade with the autograder's otter test files (public and hidden): `--engine fast`
 (default; grading/fastgrade.py, ~1 s a submission) and `--engine otter` (otter's own local runner,
@@ -304,7 +306,9 @@ def _prepare(entry: Path, work: Path, files_dir: Path) -> None:
 
 
 def grade_fast(entries: list[Path], autograder: Path, jobs: int, timeout: float, memory_mb: int,
-               who, lab: str | None = None) -> list[Result]:
+               who, lab: str | None = None, secret: bytes | None = None) -> list[Result]:
+    """`secret`: the course secret (grading/links.py): every run must then be on its student's
+    own link, checked on the grading process's copy like the cross-checks."""
     try:
         from grading import fastgrade, integrity
     except ImportError:
@@ -360,6 +364,10 @@ def grade_fast(entries: list[Path], autograder: Path, jobs: int, timeout: float,
                 sub = tdirs[student] / "submission"
                 found = integrity.problems(sub, lab) if lab and sub.is_dir() else []
                 r.raw = integrity.raw_digests(sub) if sub.is_dir() else {}
+            sub = tdirs[student] / "submission"
+            if secret is not None and lab and sub.is_dir():
+                from grading import links
+                found = links.problems(sub, lab, student, secret) + found
             if found:
                 r.flags.append("results fail the cross-checks: " + found[0]
                                + (f" (and {len(found) - 1} more)" if len(found) > 1 else ""))
@@ -495,7 +503,8 @@ def grade_all(submissions: Path, autograder: Path, out: Path, jobs: int = 2,
               timeout: float = 120, memory_mb: int = 2048, user: str | None = "nobody",
               lab: str | None = None, engine: str = "fast", progress=None,
               roster: Path | None = None, only: list[str] | None = None,
-              deadline: str | None = None, duplicates: str | None = None) -> list[Result]:
+              deadline: str | None = None, duplicates: str | None = None,
+              secret: Path | None = None) -> list[Result]:
     """Grade every entry of `submissions` (or the students in `only`: the other rows of an earlier
     grading into `out` are kept) and write the outputs.  Returns the results graded now."""
     autograder = Path(autograder).resolve()
@@ -525,12 +534,18 @@ def grade_all(submissions: Path, autograder: Path, out: Path, jobs: int = 2,
             raise SystemExit(f"grade: --deadline {deadline!r} is not a date (use 2026-03-01T23:59:00Z)")
         settings["deadline"] = deadline
     settings["lab"] = lab
+    if secret is not None:                      # kept by path: a regrade checks the same links
+        settings["secret"] = str(Path(secret).resolve())
+    key = None
+    if settings.get("secret"):
+        from grading import links
+        key = links.read_secret(settings["secret"])
     if duplicates is not None:
         if duplicates not in ("flag", "zero"):
             raise SystemExit(f"grade: duplicates={duplicates!r} (flag or zero)")
         settings["duplicates"] = duplicates
     if engine == "fast":
-        results = grade_fast(entries, autograder, jobs, timeout, memory_mb, who, lab)
+        results = grade_fast(entries, autograder, jobs, timeout, memory_mb, who, lab, key)
     else:
         with ThreadPoolExecutor(max_workers=jobs) as pool:
             results = list(pool.map(lambda e: grade_one(e, autograder, timeout, memory_mb, who),
@@ -690,6 +705,8 @@ def main(argv=None) -> int:
                          "same as another's (default: flag both for review, scores unchanged)")
     ap.add_argument("--deadline", help="e.g. 2026-03-01T23:59:00Z: late_hours from the file times "
                     "(a roster's deadline column wins)")
+    ap.add_argument("--secret", help="the course secret (python3 -m grading.links secret FILE): every "
+                    "run of labs 1, 3 and 4 must be on its student's own link")
     a = ap.parse_args(argv)
     if not Path(a.submissions).is_dir():
         raise SystemExit(f"grade: no folder {a.submissions}")
@@ -698,7 +715,8 @@ def main(argv=None) -> int:
     grade_all(Path(a.submissions), Path(a.autograder), Path(a.out), a.jobs, a.timeout,
               a.memory_mb, a.user, engine=a.engine, progress=print,
               roster=Path(a.roster) if a.roster else None, only=a.only, deadline=a.deadline,
-              duplicates="zero" if a.zero_duplicates else None)
+              duplicates="zero" if a.zero_duplicates else None,
+              secret=Path(a.secret) if a.secret else None)
     print(f"gradebook: {Path(a.out) / 'gradebook.csv'}")
     return 0
 

@@ -7,7 +7,8 @@ parent, on the copy taken before any student code ran (grading/grade.py calls it
 * cross-checks between sources the run wrote independently, which a record rewritten with the
   public labkit.write_record does not fix: iperf3's own JSON (its per-interval byte counts)
   against iperf.csv, the sockets' bytes_acked in ss.csv against the bytes iperf3 received, and
-  the link's physics (no flow faster than the link's configured rate);
+  the link's physics (no flow faster than the link's configured rate, no socket's minimum RTT
+  below the path's configured delays);
 * a digest per raw file (raw/* of every run, live.csv), so that `duplicates()` finds the same raw
   log in two students' submissions.
 
@@ -24,6 +25,7 @@ from pathlib import Path
 
 HASHED_SUFFIXES = (".csv", ".json")
 RATE_SLACK = 1.05           # a flow may not beat the configured rate by more than this
+RTT_SLACK = 0.97            # nor a socket's minimum RTT undercut the path's delays by more
 ACKED = (0.8, 1.2)          # ss's bytes_acked over iperf3's received bytes, per flow
 MIN_RAW_BYTES = 64          # smaller raw files (an empty table) say nothing about who ran them
 
@@ -122,7 +124,7 @@ def cross_check(d: Path) -> list[str]:
         ss = pd.read_csv(d / "ss.csv", low_memory=False)
     except (OSError, ValueError) as e:
         return [f"a table does not read ({type(e).__name__})"]
-    rate = _max_rate(m)
+    rate, rtt = _max_rate(m), _base_rtt(m)
     for _, f in flows.iterrows():
         n = int(f["flow"])
         raw = d / "raw" / f"iperf-{n}.json"
@@ -164,7 +166,26 @@ def cross_check(d: Path) -> list[str]:
                    _receiver_seconds(j))
         if rate and span > 0 and got * 8 / span > RATE_SLACK * rate:
             bad.append(f"flow {n}: {got * 8 / span / 1e6:.1f} Mbit/s on a {rate / 1e6:g} Mbit/s link")
+        # ... and no packet crosses the path faster than its propagation delay
+        if rtt and "min_rtt_ms" in s.columns:
+            seen = pd.to_numeric(s["min_rtt_ms"], errors="coerce")
+            seen = seen[seen > 0]
+            if len(seen) and seen.min() < RTT_SLACK * rtt * 1e3:
+                bad.append(f"flow {n}: a {seen.min():.1f} ms RTT on a path of {rtt * 1e3:g} ms")
     return sorted(set(bad), key=bad.index)
+
+
+def _base_rtt(m: dict) -> float | None:
+    """The shortest RTT the path allows (s): both directions' delays less their jitter (netem
+    draws each packet's delay within delay +- jitter); None when dynamics change the delay."""
+    prof = m.get("profile") or {}
+    if prof.get("dynamics"):
+        return None
+    try:
+        return sum(max(0.0, float(d.get("delay") or 0) - float(d.get("jitter") or 0))
+                   for d in (prof.get(side) or {} for side in ("down", "up"))) or None
+    except (TypeError, ValueError, AttributeError):
+        return None
 
 
 def raw_digests(submission: Path) -> dict[str, str]:

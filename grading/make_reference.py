@@ -1,14 +1,17 @@
 """Tolerance bands from reference runs.
 
     python3 grading/make_reference.py lab1 SUBMISSION_DIR... [--margin 0.25] [--leave-out RUN=WHY]
-        [--min-samples 3] [--keep labs/lab1/reference.csv] > new-reference.csv
+        [--min-samples 3] [--keep labs/lab1/reference.csv] [--cover labs/lab1/reference.csv] \
+        > new-reference.csv
 
 Each SUBMISSION_DIR is a folder holding `<lab>/record.json` and the runs it lists (what a lab
 notebook leaves in `submission/`), made by an instructor in the lab VM -- several of them, in
 each mode, so the bands cover run-to-run spread.  Every graded metric is recomputed with the
 same code the autograder uses (notebooks/labkit.py), each from the runs of its experiment whose
 fidelity verdict is OK (a folder where one experiment's verdict failed still gives the others).
-Each repetition of an experiment is one sample (full mode repeats each experiment three times,
+Runs on students' links (labkit.link_factors) count too: a throughput band (labkit.RATE_SCALED_METRICS)
+is made on the lab's own link's scale, each run's value divided by its link's rate factor, and the
+autograder scales it back to the student's link.  Each repetition of an experiment is one sample (full mode repeats each experiment three times,
 so one full-mode folder gives three samples; the autograder bands a student's mean over the
 repetitions, whose spread is smaller than that of single repetitions).  The band is [min, max]
 over the samples, widened on each side by half their range (a few samples understate the spread)
@@ -56,7 +59,11 @@ def metrics(lab: str, root: Path) -> dict[tuple[str, str], tuple[float, str]]:
                 if cca in ("bbr", "cubic"):          # the study's comparison; the notebook bands these
                     out[(metric, cca)] = (v, exp)
         out[("share_pct", "bbr")] = (labkit.share(lab, "lab2-share", "bbr", root), "lab2-share")
-    return out
+    # A run on a student's link (labkit.link_factors) gives the metrics that follow the link's
+    # rate on the lab's own link's scale: labkit.outside_bands scales the band back to a student's.
+    k = labkit.link_rate_factor(lab, root)
+    return {mk: ((v / k, exp) if mk[0] in labkit.RATE_SCALED_METRICS else (v, exp))
+            for mk, (v, exp) in out.items()}
 
 
 def repetitions(lab: str, root: Path, scratch: Path, leave_out=()) -> list[Path]:
@@ -103,6 +110,9 @@ def main(argv=None) -> int:
                     help="fewest samples a band may be made from (default 3)")
     ap.add_argument("--keep", type=Path, help="an existing reference.csv whose rows for the modes "
                     "not given here are carried over as they are")
+    ap.add_argument("--cover", type=Path, help="an existing reference.csv whose bands for the modes "
+                    "given here the new ones must contain (each new band becomes the hull of both): "
+                    "earlier reference runs no longer at hand still count")
     ap.add_argument("--leave-out", metavar="RUN=WHY", action="append", default=[],
                     help="leave out one run (its folder under the lab's, e.g. lab1-wifi/20261123-065857-3) "
                     "for the reason WHY, which the header records (e.g. the host was busy during it)")
@@ -166,11 +176,23 @@ def bands(a: argparse.Namespace, scratch: Path) -> int:
         "repetition of an experiment)",
         f"# band = [min, max] of the samples, widened by half their range and by {a.margin:g} x the value.",
         "mode,metric,key,lo,hi,n,source"]
+    earlier = {}
+    if a.cover is not None:
+        import pandas as pd
+        ref = pd.read_csv(a.cover, comment="#")
+        earlier = {(r.mode, r.metric, r.key): (float(r.lo), float(r.hi), int(r.n))
+                   for r in ref.itertuples() if r.mode in modes}
+        out.insert(len(notes) + 5, f"# each band also contains the band {a.cover} had for it (its "
+                   "reference runs are not at hand): n counts both")
     for (mode, metric, key), vs in sorted(values.items()):
         lo, hi = band(vs, a.margin)
+        n, source = len(vs), "reference runs"
+        if (mode, metric, key) in earlier:
+            elo, ehi, en = earlier[(mode, metric, key)]
+            lo, hi, n, source = min(lo, elo), max(hi, ehi), n + en, "reference runs and the earlier band"
         if metric.endswith("_pct"):
             hi = min(hi, 100.0)
-        out.append(f"{mode},{metric},{key},{lo:.4g},{hi:.4g},{len(vs)},reference runs")
+        out.append(f"{mode},{metric},{key},{lo:.4g},{hi:.4g},{n},{source}")
     if a.keep is not None and a.keep.is_file():
         kept = [line for line in a.keep.read_text().splitlines()
                 if line and not line.startswith("#") and not line.startswith("mode,")

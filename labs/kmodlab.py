@@ -117,13 +117,18 @@ def restore_params(before: dict) -> None:
 
 # ---------------------------------------------------------------- running
 
-def load_experiment(path: Path):
-    """(Experiment, the file's [lab] table) -- the engine sees the file without [lab]."""
+def load_experiment(path: Path, link: dict | None = None):
+    """(Experiment, the file's [lab] table) -- the engine sees the file without [lab]; on the
+    student's link when given (labkit.student_link)."""
     from cclab import profiles, spec
     table = profiles.load_toml(path, "experiment")
     lab = table.get("lab") or {}
     engine = {k: v for k, v in table.items() if k != "lab"}
     exp = spec.from_dict(engine, Path(path).stem, Path(path).parent)
+    if link:
+        table = labkit.linked_table(table, link, exp.link)
+        engine = {k: v for k, v in table.items() if k != "lab"}
+        exp = spec.from_dict(engine, Path(path).stem, Path(path).parent)
     exp.given = table
     return exp, lab
 
@@ -135,16 +140,21 @@ def _modprobe(mods) -> None:
             subprocess.run(["modprobe", m], capture_output=True)
 
 
-def run(lab: str, run_mode: str | None = None, root=None, progress=print) -> Path:
-    """Run (or load, like labkit.run_lab) every experiment of lab 3 or 4; labkit.run_staged
-    keeps earlier results and, for the unprivileged lab user, goes through the lab command."""
+def run(lab: str, run_mode: str | None = None, root=None, progress=print,
+        who: dict | None = None) -> Path:
+    """Run (or load, like labkit.run_lab) every experiment of lab 3 or 4, on the enrolled
+    student's link (labkit.student, or `who`); labkit.run_staged keeps earlier results and, for
+    the unprivileged lab user, goes through the lab command."""
+    who = who or labkit.student(root)
+    link = labkit.student_link(lab, who)
+
     def experiments(out: Path) -> list[Path]:
         from cclab import runner
         from cclab.analysis.data import write_manifest_key
         _modprobe(["tcp_spline", "tcp_search"])
         dirs = []
         for path in labkit.experiment_files(lab, run_mode):
-            exp, extra = load_experiment(path)
+            exp, extra = load_experiment(path, link)
             params = extra.get("module_params") or {}
             if progress:
                 progress(f"{lab}: {exp.name}: {len(exp.flows)} flow(s), {exp.repetitions} repetition(s)"
@@ -166,7 +176,8 @@ def run(lab: str, run_mode: str | None = None, root=None, progress=print) -> Pat
         return dirs
 
     run_mode = run_mode or labkit.mode()
-    return labkit.run_staged(lab, run_mode, root, experiments, progress)
+    return labkit.run_staged(lab, run_mode, root, experiments, progress,
+                             {"student": who if link else None})
 
 
 # ---------------------------------------------------------------- checks of a real run

@@ -1,6 +1,6 @@
 """The lab user's one privileged command: run one lab's experiments and hand the results over.
 
-    sudo cclab-lab-run LAB MODE DEST [--ccas NAME,NAME...]
+    sudo cclab-lab-run LAB MODE DEST [--ccas NAME,NAME...] [--student ID --code CODE]
     sudo cclab-lab-run lab5-paths          (standard input: a Unix socket)
 
 The notebook kernel runs unprivileged; building namespaces, shaping links and writing module
@@ -10,7 +10,8 @@ the lab user run that wrapper, and nothing else, without a password.  labkit.run
 kmodlab.run call it when they are not root.
 
 What the caller chooses is data: a lab of LABS, a mode, the congestion controls to keep (names
-of the kernel's form) and DEST, the folder the results go to.  The experiments are the kit's own
+of the kernel's form), the student's ID and link code (labkit.enrol: the run is on that
+student's link) and DEST, the folder the results go to.  The experiments are the kit's own
 files for that lab and mode.  As root the lab runs into a new folder only root can read; its
 files are then given to the caller, and a child process that has become the caller (its uid, gid
 and groups) copies them into DEST and moves them into place (labkit.install_results: earlier
@@ -63,9 +64,27 @@ def fail(msg: str, code: int) -> int:
     return code
 
 
-def parse(argv: list[str]) -> tuple[str, str, Path, list[str] | None]:
+def _option(args: list[str], name: str) -> str | None:
+    """The value of `name VALUE` in args (removed from them), or None."""
+    if name not in args:
+        return None
+    i = args.index(name)
+    if i + 1 >= len(args):
+        raise Usage(f"{name} needs a value")
+    value = args[i + 1]
+    del args[i:i + 2]
+    return value
+
+
+def parse(argv: list[str]) -> tuple[str, str, Path, list[str] | None, dict | None]:
     ccas = None
     args = list(argv)
+    sid, code = _option(args, "--student"), _option(args, "--code")
+    if (sid is None) != (code is None):
+        raise Usage("--student and --code go together (the enrolment of labkit.enrol)")
+    if sid is not None and not (re.match(r"^[A-Za-z0-9._@-]{1,64}$", sid)
+                                and re.match(r"^[A-Z2-7-]{11}$", code)):
+        raise Usage(f"--student {sid!r} --code {code!r}: not a student ID and link code")
     if "--ccas" in args:
         i = args.index("--ccas")
         if i + 1 >= len(args):
@@ -76,7 +95,7 @@ def parse(argv: list[str]) -> tuple[str, str, Path, list[str] | None]:
         if bad or not ccas:
             raise Usage(f"--ccas: not a congestion-control name: {bad[0] if bad else '(empty)'}")
     if len(args) != 3:
-        raise Usage(f"usage: {PROG} LAB MODE DEST [--ccas NAME,...] (LAB one of {', '.join(LABS)}), "
+        raise Usage(f"usage: {PROG} LAB MODE DEST [--ccas NAME,...] [--student ID --code CODE] (LAB one of {', '.join(LABS)}), "
                     f"or {PROG} lab5-paths")
     lab, mode, dest = args
     if lab not in LABS:
@@ -85,7 +104,7 @@ def parse(argv: list[str]) -> tuple[str, str, Path, list[str] | None]:
         raise Usage(f"mode must be quick or full, not {mode!r}")
     if not dest.startswith("/") or "\0" in dest:
         raise Usage(f"DEST must be an absolute path, not {dest!r}")
-    return lab, mode, Path(dest), ccas
+    return lab, mode, Path(dest), ccas, (None if sid is None else {"id": sid, "code": code})
 
 
 def caller() -> pwd.struct_passwd:
@@ -199,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGHUP, signal.default_int_handler)
         return lab5_paths()
     try:
-        lab, mode, dest, ccas = parse(args)
+        lab, mode, dest, ccas, enrolled = parse(args)
         who = caller()
     except Usage as e:
         return fail(str(e), 2)
@@ -211,6 +230,12 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["CCLAB_KIT"] = str(KIT)
     os.environ.pop("CCLAB_REPLAY", None)
     import labkit
+    if enrolled is not None:
+        try:                                 # the same checks as the notebook's enrolment
+            sid, code = labkit._check_enrolment(enrolled["id"], enrolled["code"])
+        except labkit.EnrolError as e:
+            return fail(str(e), 2)
+        enrolled = {"id": sid, "code": code}
     if can_write(dest, who) != 0:
         return 1
     signal.signal(signal.SIGTERM, signal.default_int_handler)
@@ -221,10 +246,10 @@ def main(argv: list[str] | None = None) -> int:
     say = lambda line: print(line, flush=True)         # noqa: E731
     try:
         if LABS[lab] == "labkit":
-            labkit.run_lab(lab, mode, root=staged, ccas=ccas, progress=say)
+            labkit.run_lab(lab, mode, root=staged, ccas=ccas, progress=say, who=enrolled)
         else:
             import kmodlab
-            kmodlab.run(lab, mode, root=staged, progress=say)
+            kmodlab.run(lab, mode, root=staged, progress=say, who=enrolled)
         signal.signal(signal.SIGINT, signal.SIG_IGN)     # the hand-over runs to its end
         give(staged, who)
         if hand_over(lab, staged, dest, who) != 0:

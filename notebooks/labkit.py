@@ -24,6 +24,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -90,6 +91,142 @@ def band(lab: str, run_mode: str, metric: str, key: str) -> tuple[float, float] 
     if row.empty:
         return None
     return float(row["lo"].iloc[0]), float(row["hi"].iloc[0])
+
+
+# ---------------------------------------------------------------- the student's own link
+#
+# In a course, every student runs labs 1, 3 and 4 on a link of their own: the lab's link with its
+# rate and its delay scaled by factors drawn from the student's link code.  The instructor makes
+# each code from the student's ID and a course secret (grading/links.py) and hands it out; the
+# notebook's first cell enrols the student once (`enrol`), every run applies the link, and the
+# manifest records who ran it on which link.  The grader makes the codes again from its roster
+# and the secret, so a classmate's results, or an answer key made on the lab's own link, do not
+# pass as someone else's.  The factors keep each lab's lesson: rates at 70-100 % of the lab's
+# (the software-emulated VM holds the lab's rates within a few percent, and not much more),
+# delays at 80-120 %.  Lab 4 keeps its delays: a GEO path's 600 ms is the orbit's, and Wi-Fi's
+# few ms are the radio's.  Labs 2 and 5 keep their links: lab 2 reproduces the figures of one
+# published Starlink-like path (its graded throughputs at P=1 follow that path's RTT and loss),
+# and lab 5's two fixed paths are the plugin's test, which its answers compare by name.
+# Without an enrolment (self-study, the kit's own tests) a run uses the lab's link as written.
+
+STUDENT_FILE = "student.json"
+STUDENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$")
+LINK_CODE = re.compile(r"^[A-Z2-7]{5}-[A-Z2-7]{5}$")
+CODE_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"          # base32: no 0/O or 1/I to confuse
+RATE_FACTORS = (0.70, 0.75, 0.80, 0.85, 0.90, 0.95, 1.00)
+DELAY_FACTORS = (0.80, 0.90, 1.00, 1.10, 1.20)
+LINK_LABS = {"lab1": (RATE_FACTORS, DELAY_FACTORS),
+             "lab3": (RATE_FACTORS, DELAY_FACTORS),
+             "lab4": (RATE_FACTORS, (1.00,))}
+
+
+class EnrolError(ValueError):
+    """A student ID or link code that cannot be right (str() is one line)."""
+
+
+def code_check(student_id: str, body: str) -> str:
+    """The code's last character: a checksum over the student's ID and the code's first nine,
+    so that a mistyped code or ID is refused at once (it proves nothing: the grader makes the
+    codes again from its secret)."""
+    d = hashlib.sha256(f"cclab-link-check:{student_id}:{body}".encode()).digest()
+    return CODE_ALPHABET[d[0] % 32]
+
+
+def _check_enrolment(student_id, code) -> tuple[str, str]:
+    sid = str(student_id or "").strip()
+    c = str(code or "").strip().upper().replace(" ", "")
+    if len(c) == 10 and "-" not in c:
+        c = f"{c[:5]}-{c[5:]}"
+    if not STUDENT_ID.match(sid):
+        raise EnrolError(f"student ID {sid!r}: use the ID on your course roster (letters, digits, "
+                         f". _ @ -; at most 64 characters)")
+    if not LINK_CODE.match(c):
+        raise EnrolError(f"link code {code!r}: expected ten letters and digits 2-7, like ABCDE-FGH2J")
+    body = c.replace("-", "")
+    if code_check(sid, body[:9]) != body[9]:
+        raise EnrolError(f"link code {c} does not belong to student ID {sid}: check both against "
+                         f"what your instructor sent")
+    return sid, c
+
+
+def student(root=None) -> dict | None:
+    """The enrolment in ROOT/student.json: {"id", "code"}, or None (self-study)."""
+    p = Path(root or SUBMISSION) / STUDENT_FILE
+    if not p.is_file():
+        return None
+    try:
+        d = json.loads(p.read_text())
+        sid, code = _check_enrolment(d.get("id"), d.get("code"))
+    except (ValueError, AttributeError) as e:
+        raise EnrolError(f"{p}: {e if isinstance(e, EnrolError) else 'not an enrolment file'} "
+                         f"(delete it and enrol again)") from None
+    return {"id": sid, "code": code}
+
+
+def enrol(student_id, code, root=None) -> dict:
+    """Enrol once: keep the student's ID and link code in ROOT/student.json, which goes into the
+    submission.  Enrolling again with the same pair changes nothing; another pair is refused,
+    because the results already made are on the first one's link."""
+    sid, c = _check_enrolment(student_id, code)
+    now = student(root)
+    if now is not None and now != {"id": sid, "code": c}:
+        raise EnrolError(f"already enrolled as {now['id']} (code {now['code']}) in "
+                         f"{Path(root or SUBMISSION) / STUDENT_FILE}: to change it, delete that file")
+    if now is None:
+        base = Path(root or SUBMISSION)
+        base.mkdir(parents=True, exist_ok=True)
+        tmp = base / (STUDENT_FILE + ".tmp")
+        tmp.write_text(json.dumps({"id": sid, "code": c}) + "\n")
+        os.replace(tmp, base / STUDENT_FILE)
+    return {"id": sid, "code": c}
+
+
+def link_factors(lab: str, code: str) -> dict | None:
+    """{"rate": f, "delay": g}: the factors a link code gives a lab (None: the lab keeps its
+    link).  Public on purpose: anyone may work out a code's link; only the instructor can say
+    whose code it is."""
+    if lab not in LINK_LABS:
+        return None
+    rates, delays = LINK_LABS[lab]
+    d = hashlib.sha256(f"cclab-link:{lab}:{code}".encode()).digest()
+    return {"rate": rates[int.from_bytes(d[:4], "big") % len(rates)],
+            "delay": delays[int.from_bytes(d[4:8], "big") % len(delays)]}
+
+
+def student_link(lab: str, who: dict | None) -> dict | None:
+    """What a run records of its student (manifest: spec.lab.student): id, code and the lab's
+    factors; None when nobody is enrolled or the lab keeps its link."""
+    if not who:
+        return None
+    f = link_factors(lab, who["code"])
+    return None if f is None else {"id": who["id"], "code": who["code"], "lab": lab, **f}
+
+
+def linked_table(table: dict, link: dict | None, profile) -> dict:
+    """An experiment file's table with the student's link applied: each shaped direction's rate
+    and delay (of `profile`, the experiment's link as the file makes it) scaled, as overrides;
+    buffers given in BDPs follow.  A profile whose rate follows dynamics is left as it is."""
+    if not link or profile.dynamics is not None:
+        return table
+    over = dict(table.get("override") or {})
+    for name, d in profile.directions().items():
+        over[name] = dict(over.get(name) or {}, rate=round(d.rate * link["rate"]),
+                          delay=round(d.delay * link["delay"], 6))
+    lab = dict(table.get("lab") or {}, student=link)
+    return {**table, "override": over, "lab": lab}
+
+
+def describe_link(lab: str, root=None) -> str:
+    """One line for the notebook: the student's link for this lab, or why it is the lab's own."""
+    who = student(root)
+    if who is None:
+        return (f"{lab}: no student enrolled: your runs use the lab's own link (self-study). In a "
+                f"course, enrol first with the ID and link code your instructor sent.")
+    f = link_factors(lab, who["code"])
+    if f is None:
+        return f"{lab}: {who['id']}: this lab runs on its own link for everyone."
+    return (f"{lab}: {who['id']}: your link is the lab's with {f['rate']:.0%} of its rate and "
+            f"{f['delay']:.0%} of its delay; every run records it, and plot titles show it.")
 
 
 # ---------------------------------------------------------------- hashing
@@ -188,7 +325,9 @@ def _available() -> list[str]:
         return []
 
 
-def _load_experiment(path: Path, only_ccas=None):
+def _load_experiment(path: Path, only_ccas=None, link: dict | None = None):
+    """An experiment file of a lab, with only the flows of `only_ccas` (when given) and on the
+    student's link (student_link: None keeps the file's)."""
     kit = kit_root()
     if str(kit) not in sys.path:
         sys.path.insert(0, str(kit))
@@ -202,6 +341,9 @@ def _load_experiment(path: Path, only_ccas=None):
             table["override"] = dict(over, pairs=len(kept))
         table["flow"] = [dict(flows[i], start=s) for i, s in zip(kept, close_gaps(flows, kept))]
     exp = spec.from_dict(table, path.stem, path.parent)
+    if link:
+        table = linked_table(table, link, exp.link)
+        exp = spec.from_dict(table, path.stem, path.parent)
     exp.given = table
     return exp
 
@@ -330,13 +472,18 @@ def untrusted(run_dir: Path) -> str | None:
         for c in fid.get("checks") or [] if c.get("ok") is False) or "fidelity verdict not OK"
 
 
-def run_lab(lab: str, run_mode: str | None = None, root=None, ccas=None, progress=print) -> Path:
-    """Run (or, when results exist or CCLAB_REPLAY=1, load) every experiment of a lab."""
+def run_lab(lab: str, run_mode: str | None = None, root=None, ccas=None, progress=print,
+            who: dict | None = None) -> Path:
+    """Run (or, when results exist or CCLAB_REPLAY=1, load) every experiment of a lab, on the
+    link of the student enrolled in root (or `who`, {"id", "code"}: the lab command's caller)."""
+    who = who or student(root)
+    link = student_link(lab, who)
+
     def experiments(out: Path) -> list[Path]:
         from cclab import runner
         dirs = []
         for path in experiment_files(lab, run_mode):
-            exp = _load_experiment(path, ccas)
+            exp = _load_experiment(path, ccas, link)
             if progress:
                 progress(f"{lab}: {exp.name}: {len(exp.flows)} flow(s), {exp.repetitions} repetition(s)")
             for d in runner.run(exp, out=out, progress=progress, judge=untrusted):
@@ -345,7 +492,8 @@ def run_lab(lab: str, run_mode: str | None = None, root=None, ccas=None, progres
         return dirs
 
     run_mode = run_mode or mode()
-    return run_staged(lab, run_mode, root, experiments, progress, {"ccas": ccas})
+    return run_staged(lab, run_mode, root, experiments, progress,
+                      {"ccas": ccas, "student": who if link else None})
 
 
 # ---------------------------------------------------------------- results kept safe
@@ -397,10 +545,22 @@ def install_results(lab: str, new: Path, root=None) -> Path:
     return base
 
 
-def swap_in_kept(lab: str, run_mode: str, root=None, progress=print) -> bool:
-    """Bring back the kept complete results of run_mode (ROOT/LAB-MODE), if there are any."""
+def _made_for(rec: dict | None, who: dict | None) -> bool:
+    """Whether saved results (their record) were made for the enrolment `who` (None: on the
+    lab's own link)."""
+    return ((rec or {}).get("student") or None) == (who or None)
+
+
+def swap_in_kept(lab: str, run_mode: str, root=None, progress=print, who: dict | None = None) -> bool:
+    """Bring back the kept complete results of run_mode (ROOT/LAB-MODE), if there are any and
+    they were made on the link of the student enrolled now (`who`)."""
     kept = kept_dir(lab, run_mode, root)
     if _mode_of(kept) != run_mode:
+        return False
+    try:
+        if not _made_for(json.loads((kept / RECORD).read_text()), who):
+            return False
+    except (OSError, ValueError):
         return False
     install_results(lab, kept, root)
     if progress:
@@ -443,17 +603,25 @@ def run_staged(lab: str, run_mode: str, root, experiments, progress=print, extra
         raise ValueError(f"mode must be quick or full, not {run_mode!r}")
     base = lab_dir(lab, root)
     rec = read_record(lab, root)
-    if replaying() or (rec and rec.get("mode") == run_mode):
+    who = (extra or {}).get("student")
+    if replaying() or (rec and rec.get("mode") == run_mode and _made_for(rec, who)):
         if progress:
             progress(f"{lab}: using the saved {rec.get('mode') if rec else run_mode} results in {base}"
                      if rec else f"{lab}: no saved results in {base}")
         return base
-    if swap_in_kept(lab, run_mode, root, progress):
+    if rec and rec.get("mode") == run_mode and progress:
+        progress(f"{lab}: the saved {run_mode} results in {base} were made on "
+                 + (f"{rec['student']['id']}'s link" if isinstance(rec.get("student"), dict)
+                    else "the lab's own link")
+                 + (f", not {who['id']}'s: running again (they are kept)" if who
+                    else ": running again on the lab's own link (they are kept)"))
+    if swap_in_kept(lab, run_mode, root, progress, who):
         return base
     if progress and run_mode == "full":
         progress(f"{lab}: full mode: {_estimate(lab, run_mode, root)}")
     if os.geteuid() != 0:
-        return _run_through_helper(lab, run_mode, root, (extra or {}).get("ccas"), progress)
+        return _run_through_helper(lab, run_mode, root, (extra or {}).get("ccas"), progress,
+                                   (extra or {}).get("student"))
     kit = kit_root()
     if str(kit) not in sys.path:
         sys.path.insert(0, str(kit))
@@ -480,7 +648,7 @@ class RunFailed(RuntimeError):
     """The privileged lab run did not finish (its last line says why)."""
 
 
-def _run_through_helper(lab: str, run_mode: str, root, ccas, progress) -> Path:
+def _run_through_helper(lab: str, run_mode: str, root, ccas, progress, who=None) -> Path:
     """Run the lab through the lab user's privileged command, relaying its progress lines.
     Interrupting the notebook (KeyboardInterrupt) closes the command's input, which stops the
     run; the command cleans up and keeps nothing of it."""
@@ -490,6 +658,8 @@ def _run_through_helper(lab: str, run_mode: str, root, ccas, progress) -> Path:
     cmd = ["sudo", "-n", os.environ.get(ENV_HELPER, HELPER), lab, run_mode, str(dest)]
     if ccas is not None:
         cmd += ["--ccas", ",".join(ccas)]
+    if who:
+        cmd += ["--student", who["id"], "--code", who["code"]]
     p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, text=True, bufsize=1)
     last = ""
@@ -582,8 +752,23 @@ def link(lab: str, experiment: str, root=None) -> str:
         buf = down.get("buffer")
         if buf is not None:
             parts.append(f"buffer {buf}" + (" packets" if isinstance(buf, (int, float)) else ""))
+        st = ((m.get("spec") or {}).get("lab") or {}).get("student")
+        if isinstance(st, dict) and st.get("id"):
+            parts.append(f"{st['id']}'s link")
         return ", ".join(parts)
     return experiment
+
+
+def down_rate_mbps(lab: str, experiment: str, root=None) -> float | None:
+    """The rate of the down direction an experiment of the lab ran at (Mbit/s), from its first
+    run's manifest: the student's link, for a plot's link-rate line."""
+    for d in run_dirs(lab, root):
+        if (d / "manifest.json").is_file():
+            m = _manifest(d)
+            if m.get("experiment") == experiment:
+                rate = ((m.get("profile") or {}).get("down") or {}).get("rate")
+                return float(rate) / 1e6 if rate else None
+    return None
 
 
 def color(cca: str) -> str | None:
@@ -979,14 +1164,39 @@ def load_fresh():
     return mod
 
 
+# Metrics whose reference bands scale with a student's link rate (labkit.link_factors): the bands
+# are on the lab's own link's scale (grading/make_reference.py divides a run's value by its rate
+# factor).  A link-limited flow's throughput follows the rate.  So does vegas_queue in the lab VM:
+# beyond Vegas' target of a few packets, the smoothed RTT carries the emulator's delay noise, and
+# a window of packets over that noise grows with the rate (lab 1 quick, 27 Nov 2026: 9.3 and
+# 10.1 packets at 70 % of the rate, 12.1 at 85 %, 12.9 and 13.1 at 100 %, whatever the delay).
+# Vegas' own diff does not (4.4-6.3 packets in the same runs).
+RATE_SCALED_METRICS = ("throughput_mbps", "vegas_queue_pkts")
+
+
+def link_rate_factor(lab: str, root=None) -> float:
+    """The rate factor of the student's link the lab's runs were made on (1 without one)."""
+    for d in run_dirs(lab, root):
+        try:
+            st = ((_manifest(d).get("spec") or {}).get("lab") or {}).get("student") or {}
+            return float(st.get("rate") or 1.0)
+        except (OSError, ValueError, TypeError, AttributeError):
+            continue
+    return 1.0
+
+
 def outside_bands(lab: str, metric: str, values: pd.Series, root=None) -> list[str]:
     """Values (keyed by a name or a tuple of names) outside their reference band for the mode the
-    results (in root, like every reader here) were made in; keys without a band are not judged."""
+    results (in root, like every reader here) were made in, scaled to the student's link for
+    RATE_SCALED_METRICS; keys without a band are not judged."""
     m = run_modes(lab, root)
+    k_rate = link_rate_factor(lab, root) if metric in RATE_SCALED_METRICS else 1.0
     out = []
     for k, v in values.items():
         key = "/".join(k) if isinstance(k, tuple) else str(k)
         b = band(lab, m, metric, key)
+        if b is not None and k_rate != 1.0:
+            b = (b[0] * k_rate, b[1] * k_rate)
         if b is not None and not (b[0] <= float(v) <= b[1]):
             out.append(f"{key}: {float(v):.3g} outside the reference band [{b[0]:g}, {b[1]:g}]")
     return out

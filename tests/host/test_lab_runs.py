@@ -76,6 +76,27 @@ def test_a_kept_folder_in_the_way_is_moved_on_never_deleted(tmp_path):
     assert tags == ["f1", "f2", "q1"]
 
 
+def test_enrolling_after_a_run_runs_again_on_the_students_link_and_keeps_the_first(tmp_path):
+    """Saved results are reused only for the link they were made on: after enrolling, the lab
+    runs again (the self-study results kept beside it); switching modes back brings back kept
+    results only when they are the same student's."""
+    alice = {"id": "alice", "code": "ABCDE-FGH2J"}
+    labkit.run_staged("lab1", "quick", tmp_path, fake_runs("own"), progress=None)
+    said = []
+    labkit.run_staged("lab1", "quick", tmp_path, fake_runs("alice"), said.append, {"student": alice})
+    assert tag_of(tmp_path / "lab1") == "alice" and tag_of(tmp_path / "lab1-quick") == "own"
+    assert "made on the lab's own link, not alice's: running again (they are kept)" in said[0], said
+    assert labkit.read_record("lab1", tmp_path)["student"] == alice
+    labkit.run_staged("lab1", "quick", tmp_path, fake_runs("again"), None, {"student": alice})
+    assert tag_of(tmp_path / "lab1") == "alice"                         # the same link: reused
+    labkit.run_staged("lab1", "full", tmp_path, fake_runs("alice-full"), None, {"student": alice})
+    # back to quick: alice's quick results, put aside as lab1-quick when full ran, come back
+    labkit.run_staged("lab1", "quick", tmp_path, fake_runs("never"), None, {"student": alice})
+    assert tag_of(tmp_path / "lab1") == "alice"
+    tags = sorted(tag_of(p) for p in tmp_path.iterdir() if (p / "exp").is_dir())
+    assert tags == ["alice", "alice-full", "own"]
+
+
 def test_quick_is_the_default_and_a_bad_mode_is_refused(monkeypatch):
     monkeypatch.delenv("CCLAB_MODE", raising=False)
     monkeypatch.delenv("CCLAB_QUICK", raising=False)
@@ -117,6 +138,9 @@ def test_unprivileged_runs_go_through_the_lab_command(tmp_path, monkeypatch):
     (["lab1", "quick", "/tmp/x", "--ccas", "cubic,$(reboot)"], "not a congestion-control name"),
     (["lab1", "quick", "/tmp/x", "--ccas", ","], "(empty)"),
     (["lab1", "quick", "/tmp/x", "extra"], "usage"),
+    (["lab1", "quick", "/tmp/x", "--student", "s1"], "go together"),
+    (["lab1", "quick", "/tmp/x", "--student", "s1;id", "--code", "ABCDE-FGH2J"], "not a student ID"),
+    (["lab1", "quick", "/tmp/x", "--student", "s1", "--code"], "--code needs a value"),
 ])
 def test_the_lab_command_refuses_bad_input_in_one_line(argv, why):
     r = subprocess.run([sys.executable, "-I", str(KIT / "labs" / "lab_command.py"), *argv],
@@ -128,7 +152,9 @@ def test_the_lab_command_refuses_bad_input_in_one_line(argv, why):
 
 def test_the_lab_command_parses_good_input():
     assert lab_command.parse(["lab2", "full", "/home/lab/s", "--ccas", "cubic,bbr"]) == (
-        "lab2", "full", Path("/home/lab/s"), ["cubic", "bbr"])
+        "lab2", "full", Path("/home/lab/s"), ["cubic", "bbr"], None)
+    assert lab_command.parse(["lab1", "quick", "/home/lab/s", "--student", "s1", "--code",
+                              "ABCDE-FGH2J"])[-1] == {"id": "s1", "code": "ABCDE-FGH2J"}
 
 
 def test_not_root_a_module_the_kernel_has_is_offered(tmp_path, monkeypatch):

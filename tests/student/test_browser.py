@@ -6,9 +6,11 @@ Vagrant VM boots (systemd as PID 1, JupyterLab started by its unit as the lab us
 forwarded to this host's 127.0.0.1 only).  A real browser (Debian's chromium, headless, driven
 by Playwright) then does every lab in JupyterLab: it opens the notebook with the address and
 token vm/run.sh prints, runs every cell in quick mode (experiments through the lab command, as the lab
-user), and the notebook's export cell makes the submission zip.  The instructor's grader
-(grading/grade.py, run on this host as an instructor runs it, each submission as `nobody`) then
-grades each zip: full marks, while the same run with numbers edited after it is caught.
+user; in labs 1, 3 and 4 on the student's own link, from the ID and link code typed into the
+notebook's enrolment cell), and the notebook's export cell makes the submission zip.  The
+instructor's grader (grading/grade.py, run on this host as an instructor runs it, each submission
+as `nobody`, with the course secret) then grades each zip: full marks, while the same run with
+numbers edited after it is caught.
 
 Each notebook is the lab's solution notebook as grading/build.py makes it (answers filled in,
 the export cell otter adds; its checks, like the student version's, the public cases only), uploaded into a new folder the way a student uploads a file; the
@@ -54,6 +56,11 @@ CHROMIUM = os.environ.get("CCLAB_CHROMIUM", "/usr/bin/chromium")
 # submission's process drops to nobody and must go on importing what the notebook needs
 GRADER_PYTHON = os.environ.get("CCLAB_GRADER_PYTHON", "/opt/cclab-grader/bin/python")
 LABS = ("lab1", "lab2", "lab3", "lab4", "lab5")
+# The course: its secret (fixed, so that every run of this test has the same links: lab 1 at 80 %
+# of the rate and 120 % of the delay, lab 3 at 80 % and 110 %, lab 4 at 85 %), and the student,
+# whose submissions the grader sees under this name and who enrols with it in labs 1, 3 and 4.
+COURSE_SECRET = b"cclab student journey test 11"
+STUDENT = "student1"
 RUN_ALL_TIMEOUT_S = 3600               # a bound on a stuck lab, not a budget: quick mode runs far less
 DONE: dict[str, Path] = {}             # lab -> the submission zip its notebook exported
 
@@ -389,6 +396,15 @@ def test_a_lab_in_the_browser_as_the_lab_user(lab, guest, browser, dist, release
             suite["cases"] = [case for case in suite["cases"] if not case["hidden"]]
     student = json.loads((built / "student" / f"{lab}.ipynb").read_bytes())
     assert tests == student["metadata"]["otter"]["tests"], "the student version checks other cases"
+    # the student types the ID and link code the instructor sent into the "Your link" cell
+    from grading import links
+    labkit = links._labkit()
+    code = links.code_for(COURSE_SECRET, STUDENT)
+    enrol = [c for c in nb["cells"] if c["cell_type"] == "code" and 'STUDENT_ID = ""' in "".join(c["source"])]
+    assert len(enrol) == (1 if lab in labkit.LINK_LABS else 0), f"{lab}: {len(enrol)} enrolment cells"
+    for c in enrol:
+        c["source"] = "".join(c["source"]).replace('STUDENT_ID = ""', f'STUDENT_ID = "{STUDENT}"') \
+                                          .replace('LINK_CODE = ""', f'LINK_CODE = "{code}"')
     guest.upload(f"{folder}/{lab}.ipynb", json.dumps(nb).encode(), "notebook")
     for f in sorted((built / "student").iterdir()):
         if f.is_file() and f.suffix != ".ipynb":
@@ -410,6 +426,12 @@ def test_a_lab_in_the_browser_as_the_lab_user(lab, guest, browser, dist, release
         kits = {json.loads(zf.read(n)).get("kit", {}).get("commit") for n in zf.namelist()
                 if n.endswith("/manifest.json")}
     assert owner == {lab}, owner
+    # every run was made on the student's own link, and says so
+    with zipfile.ZipFile(z) as zf:
+        students = [((json.loads(zf.read(n)).get("spec") or {}).get("lab") or {}).get("student")
+                    for n in zf.namelist() if n.endswith("/manifest.json")]
+    want = labkit.student_link(lab, {"id": STUDENT, "code": code})
+    assert students and all(s == want for s in students), (want, students[:2])
     # every run names the commit of the course repository the student cloned (its provenance)
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=release, capture_output=True,
                           text=True).stdout.strip()
@@ -463,9 +485,11 @@ def test_the_instructor_grades_the_submission_full_marks(lab, grader_python, dis
     assert lab in DONE, f"{lab} did not run to its export in the browser (see above)"
     subs = tmp_path / "subs"
     subs.mkdir()
-    shutil.copy(DONE[lab], subs / "student1.zip")
+    shutil.copy(DONE[lab], subs / f"{STUDENT}.zip")
     out = tmp_path / "graded"
-    rows, _ = grade(subs, dist(lab), out)
+    secret = tmp_path / "course.secret"
+    secret.write_text(COURSE_SECRET.hex() + "\n")
+    rows, _ = grade(subs, dist(lab), out, "--secret", str(secret))     # the student's own link
     row = rows["student1"]
     feedback = (out / "feedback" / "student1.txt").read_text()
     shutil.copy(out / "gradebook.csv", ART / lab / "gradebook.csv")
