@@ -305,6 +305,15 @@ def _prepare(entry: Path, work: Path, files_dir: Path) -> None:
                 shutil.copytree(f, work / f.name)
 
 
+def _links():
+    """grading/links.py, whether this file runs as a script or as part of the package."""
+    try:
+        from grading import links
+    except ImportError:
+        import links
+    return links
+
+
 def grade_fast(entries: list[Path], autograder: Path, jobs: int, timeout: float, memory_mb: int,
                who, lab: str | None = None, secret: bytes | None = None) -> list[Result]:
     """`secret`: the course secret (grading/links.py): every run must then be on its student's
@@ -366,8 +375,7 @@ def grade_fast(entries: list[Path], autograder: Path, jobs: int, timeout: float,
                 r.raw = integrity.raw_digests(sub) if sub.is_dir() else {}
             sub = tdirs[student] / "submission"
             if secret is not None and lab and sub.is_dir():
-                from grading import links
-                found = links.problems(sub, lab, student, secret) + found
+                found = _links().problems(sub, lab, student, secret) + found
             if found:
                 r.flags.append("results fail the cross-checks: " + found[0]
                                + (f" (and {len(found) - 1} more)" if len(found) > 1 else ""))
@@ -538,8 +546,7 @@ def grade_all(submissions: Path, autograder: Path, out: Path, jobs: int = 2,
         settings["secret"] = str(Path(secret).resolve())
     key = None
     if settings.get("secret"):
-        from grading import links
-        key = links.read_secret(settings["secret"])
+        key = _links().read_secret(settings["secret"])
     if duplicates is not None:
         if duplicates not in ("flag", "zero"):
             raise SystemExit(f"grade: duplicates={duplicates!r} (flag or zero)")
@@ -705,7 +712,7 @@ def main(argv=None) -> int:
                          "same as another's (default: flag both for review, scores unchanged)")
     ap.add_argument("--deadline", help="e.g. 2026-03-01T23:59:00Z: late_hours from the file times "
                     "(a roster's deadline column wins)")
-    ap.add_argument("--secret", help="the course secret (python3 -m grading.links secret FILE): every "
+    ap.add_argument("--secret", help="the course secret (grading/links.py secret FILE): every "
                     "run of labs 1, 3 and 4 must be on its student's own link")
     a = ap.parse_args(argv)
     if not Path(a.submissions).is_dir():

@@ -1,8 +1,8 @@
 """Per-student links: the course secret, each student's link code, and the grader's check that a
 submission's runs were made on its student's own link.
 
-    python3 -m grading.links secret course.secret                 # once per course (mode 0600)
-    python3 -m grading.links codes --secret course.secret --roster roster.csv > codes.csv
+    python3 KIT/grading/links.py secret course.secret              # once per course (mode 0600)
+    python3 KIT/grading/links.py codes --secret course.secret --roster roster.csv > codes.csv
 
 codes.csv (student, code) goes to the students through the LMS, one code each; the secret stays
 with the instructor.  A student enrols once in a notebook's first cell (labkit.enrol) and every run
@@ -53,7 +53,7 @@ def read_secret(path) -> bytes:
     except OSError as e:
         raise SystemExit(f"links: secret {p}: {e.strerror or e}")
     except ValueError:
-        raise SystemExit(f"links: secret {p}: not hex (make one with python3 -m grading.links secret FILE)")
+        raise SystemExit(f"links: secret {p}: not hex (make one with grading/links.py secret FILE)")
     if len(key) < MIN_SECRET_BYTES:
         raise SystemExit(f"links: secret {p}: {len(key)} bytes, at least {MIN_SECRET_BYTES} needed")
     return key
@@ -173,7 +173,7 @@ def _ms(v) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python3 -m grading.links", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="links.py", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="what", required=True)
     s = sub.add_parser("secret", help="make a new course secret in FILE (kept from students)")
     s.add_argument("file")
@@ -185,6 +185,8 @@ def main(argv=None) -> int:
         print(f"links: a new course secret in {write_secret(a.file)}: keep it, and keep it from "
               f"students", file=sys.stderr)
         return 0
+    if str(KIT) not in sys.path:              # run as a script (python3 KIT/grading/links.py)
+        sys.path.insert(0, str(KIT))
     from grading import grade
     key = read_secret(a.secret)
     roster = grade.read_roster(Path(a.roster))
