@@ -8,7 +8,9 @@ parent, on the copy taken before any student code ran (grading/grade.py calls it
   public labkit.write_record does not fix: iperf3's own JSON (its per-interval byte counts)
   against iperf.csv, the sockets' bytes_acked in ss.csv against the bytes iperf3 received, and
   the link's physics (no flow faster than the link's configured rate, no socket's minimum RTT
-  below the path's configured delays);
+  below the path's configured delays), and what the kernel and the wire saw: tcp_probe's
+  acknowledged sequence, the capture's highest sequence (tsg.csv) and each bottleneck's qdisc
+  byte counter against the bytes iperf3's receivers got;
 * a digest per raw file (raw/* of every run, live.csv), so that `duplicates()` finds the same raw
   log in two students' submissions.
 
@@ -26,6 +28,14 @@ from pathlib import Path
 HASHED_SUFFIXES = (".csv", ".json")
 RATE_SLACK = 1.05           # a flow may not beat the configured rate by more than this
 RTT_SLACK = 0.97            # nor a socket's minimum RTT undercut the path's delays by more
+# What the kernel and the wire saw of a flow against iperf3's received bytes.  Genuine runs (the
+# kit's kept runs of labs 1-4, 23-27 Nov 2026): tcp_probe's acknowledged advance 1.000 of them;
+# the capture's highest sequence 1.01-1.02 (0.91 in a 23 Nov run whose capture stopped before the
+# flow's last bytes); each bottleneck's root qdisc over the run 1.05-1.23 of the bytes its flows'
+# receivers got (headers and retransmissions).
+PROBE_ACKED = (0.95, 1.05)
+CAPTURE_MIN = 0.85
+QDISC_MIN = 0.99
 ACKED = (0.8, 1.2)          # ss's bytes_acked over iperf3's received bytes, per flow
 MIN_RAW_BYTES = 64          # smaller raw files (an empty table) say nothing about who ran them
 
@@ -125,6 +135,13 @@ def cross_check(d: Path) -> list[str]:
     except (OSError, ValueError) as e:
         return [f"a table does not read ({type(e).__name__})"]
     rate, rtt = _max_rate(m), _base_rtt(m)
+    probe, tsg, qdisc = _optional(d, "probe.csv"), _optional(d, "tsg.csv"), _optional(d, "qdisc.csv")
+    ports = {}                                  # the manifest's record of each flow's iperf3 port
+    for mf in m.get("flows") or []:
+        try:
+            ports[int(mf["flow"])] = int(mf["port"])
+        except (KeyError, TypeError, ValueError):
+            pass
     for _, f in flows.iterrows():
         n = int(f["flow"])
         raw = d / "raw" / f"iperf-{n}.json"
@@ -172,7 +189,75 @@ def cross_check(d: Path) -> list[str]:
             seen = seen[seen > 0]
             if len(seen) and seen.min() < RTT_SLACK * rtt * 1e3:
                 bad.append(f"flow {n}: a {seen.min():.1f} ms RTT on a path of {rtt * 1e3:g} ms")
+        if got > 0:
+            bad += [f"flow {n}: {x}" for x in _flow_sources(n, ports.get(n), got, probe, tsg)]
+    bad += _bottleneck(flows, qdisc)
     return sorted(set(bad), key=bad.index)
+
+
+def _optional(d: Path, name: str):
+    """A table the run may not have written (its measurement off): None when absent or empty."""
+    import pandas as pd
+    try:
+        df = pd.read_csv(d / name, low_memory=False)
+    except (OSError, ValueError):
+        return None
+    return df if len(df) else None
+
+
+def _advance(seq) -> float:
+    """How far a 32-bit sequence number moved over its samples (wrap-around undone)."""
+    step = seq.astype("float64").diff().dropna() % 2 ** 32
+    return float(step[step < 2 ** 31].sum())
+
+
+def _flow_sources(n: int, port: int | None, got: float, probe, tsg) -> list[str]:
+    """A flow's received bytes against what the kernel and the wire saw of it: tcp_probe's
+    snd_una, the ACKed sequence (every ACK of the flow's sockets), and the capture's highest
+    sequence number (at the sender, so at least what arrived)."""
+    bad = []
+    if probe is not None and {"flow", "local_port", "snd_una", "t"} <= set(probe.columns):
+        p = probe[probe["flow"] == n]
+        if len(p):
+            acked = sum(_advance(g.sort_values("t")["snd_una"]) for _, g in p.groupby("local_port"))
+            if not PROBE_ACKED[0] <= acked / got <= PROBE_ACKED[1]:
+                bad.append(f"tcp_probe saw {acked:.0f} B acknowledged, iperf3 says {got:.0f} B "
+                           "were received")
+    if port is not None and tsg is not None and {"sport", "dport", "seq", "len"} <= set(tsg.columns):
+        t = tsg[((tsg["sport"] == port) | (tsg["dport"] == port)) & (tsg["len"] > 0)]
+        if len(t):
+            sent = sum(float((g["seq"] + g["len"]).max()) for _, g in t.groupby(["sport", "dport"]))
+            if sent < CAPTURE_MIN * got:
+                bad.append(f"the capture saw {sent:.0f} B sent, iperf3 says {got:.0f} B were received")
+    return bad
+
+
+def _bottleneck(flows, qdisc) -> list[str]:
+    """Each direction's bottleneck (its root qdisc's byte counter, over the whole run) carried at
+    least the bytes its flows' receivers got: every one crossed it, with its headers.  Over the
+    whole run, not flow by flow: in a kept lab 2 run of 22 Nov 2026 the counter of a tbf
+    bottleneck stood still for a second while a flow's receiver got 0.5 MB, so one flow's window
+    held 0.76 of its bytes (the whole run: 1.08)."""
+    need = {"direction", "parent", "node", "dev", "bytes"}
+    if qdisc is None or not need <= set(qdisc.columns) or "received_bytes" not in flows.columns:
+        return []
+    bad = []
+    dirn = (flows["direction"] if "direction" in flows.columns else flows["flow"].map(lambda _: "down"))
+    for side in ("down", "up"):
+        got = float(_number_sum(flows.loc[dirn == side, "received_bytes"]))
+        root = qdisc[(qdisc["direction"] == side) & (qdisc["parent"] == "root")]
+        if got <= 0 or not len(root):
+            continue
+        carried = max(float(g["bytes"].max() - g["bytes"].min()) for _, g in root.groupby(["node", "dev"]))
+        if carried < QDISC_MIN * got:
+            bad.append(f"the {side} bottleneck carried {carried:.0f} B, its flows' receivers got {got:.0f} B")
+    return bad
+
+
+def _number_sum(values) -> float:
+    """The sum of a column's numbers (blanks count 0)."""
+    import pandas as pd
+    return float(pd.to_numeric(values, errors="coerce").fillna(0).sum())
 
 
 def _base_rtt(m: dict) -> float | None:
