@@ -399,12 +399,12 @@ def test_a_lab_in_the_browser_as_the_lab_user(lab, guest, browser, dist, release
     # the student types the ID and link code the instructor sent into the "Your link" cell
     from grading import links
     labkit = links._labkit()
-    code = links.code_for(COURSE_SECRET, STUDENT)
+    link_code = links.code_for(COURSE_SECRET, STUDENT)
     enrol = [c for c in nb["cells"] if c["cell_type"] == "code" and 'STUDENT_ID = ""' in "".join(c["source"])]
     assert len(enrol) == (1 if lab in labkit.LINK_LABS else 0), f"{lab}: {len(enrol)} enrolment cells"
     for c in enrol:
         c["source"] = "".join(c["source"]).replace('STUDENT_ID = ""', f'STUDENT_ID = "{STUDENT}"') \
-                                          .replace('LINK_CODE = ""', f'LINK_CODE = "{code}"')
+                                          .replace('LINK_CODE = ""', f'LINK_CODE = "{link_code}"')
     guest.upload(f"{folder}/{lab}.ipynb", json.dumps(nb).encode(), "notebook")
     for f in sorted((built / "student").iterdir()):
         if f.is_file() and f.suffix != ".ipynb":
@@ -431,7 +431,7 @@ def test_a_lab_in_the_browser_as_the_lab_user(lab, guest, browser, dist, release
     with zipfile.ZipFile(z) as zf:
         students = [((json.loads(zf.read(n)).get("spec") or {}).get("lab") or {}).get("student")
                     for n in zf.namelist() if n.endswith("/manifest.json")]
-    want = labkit.student_link(lab, {"id": STUDENT, "code": code})
+    want = labkit.student_link(lab, {"id": STUDENT, "code": link_code})
     assert enrolled == (want is not None), (lab, enrolled)
     if want is not None:
         assert students and all(s == want for s in students), (want, students[:2])
