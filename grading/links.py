@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import functools
 import hashlib
 import hmac
 import os
@@ -81,8 +82,10 @@ def code_for(secret: bytes, student_id: str) -> str:
     return f"{body[:5]}-{body[5:]}"
 
 
+@functools.lru_cache(maxsize=None)
 def _base_links(lab: str, mode: str) -> dict[str, object]:
-    """{experiment name: its link as the lab's file makes it} (empty without the kit's files)."""
+    """{experiment name: its link as the lab's file makes it} (empty without the kit's files):
+    read once per grading process, not once per submission."""
     lk = _labkit()
     try:
         files = lk.experiment_files(lab, mode)
