@@ -9,8 +9,9 @@ parent, on the copy taken before any student code ran (grading/grade.py calls it
   against iperf.csv, the sockets' bytes_acked in ss.csv against the bytes iperf3 received, and
   the link's physics (no flow faster than the link's configured rate, no socket's minimum RTT
   below the path's configured delays), and what the kernel and the wire saw: tcp_probe's
-  acknowledged sequence, the capture's highest sequence (tsg.csv) and each bottleneck's qdisc
-  byte counter against the bytes iperf3's receivers got;
+  acknowledged sequence and its congestion windows (cwnd over srtt), the capture's highest
+  sequence (tsg.csv) and each bottleneck's qdisc byte counter against the bytes iperf3's
+  receivers got;
 * a digest per raw file (raw/* of every run, live.csv), so that `duplicates()` finds the same raw
   log in two students' submissions.
 
@@ -34,6 +35,21 @@ RTT_SLACK = 0.97            # nor a socket's minimum RTT undercut the path's del
 # flow's last bytes); each bottleneck's root qdisc over the run 1.05-1.23 of the bytes its flows'
 # receivers got (headers and retransmissions).
 PROBE_ACKED = (0.95, 1.05)
+# ... and against what the flow's congestion windows allowed: per socket, cwnd x MSS / srtt over
+# time (a window-limited sender delivers at most about one window per smoothed RTT).  No kept
+# genuine run has tcp_probe samples (labs 1-3 turn it off, only lab 4 has it on), so the ratio was
+# measured on the same two kernel variables as ss.csv samples them (cwnd, rtt_ms = srtt) at
+# 10-20 Hz, every flow of the kit's reference runs and the student-link run (34 flows, labs 1-2,
+# 22-27 Nov 2026): received / allowed 0.91-1.02 for single-stream Reno, CUBIC, Vegas, Hybla and
+# Westwood (the highest, 1.017, a lab 2 p1 Reno flow), 0.51-0.79 for BBR (its cwnd is twice the
+# BDP) and 0.57-0.77 for lab 2's 10-stream flows.  The margin is 8 % over the highest: a flow
+# 25 % faster than it ran is caught when its own ratio was 0.88 or more (every single-stream
+# loss- or delay-based flow measured; 20 % faster: 0.92 or more, all but the Hybla flow's 0.914),
+# not a BBR or a 10-stream flow.  (The per-socket minimum RTT instead of srtt spreads them more:
+# 0.08-0.93.)  Measure again on genuine lab 4 runs, the only ones with tcp_probe on.  tcp_probe
+# has no MSS column: 1448 B, every profile's (MTU 1500, TCP timestamps; ss.csv's mss on every run).
+WINDOW_SLACK = 1.10
+WINDOW_MSS = 1448
 CAPTURE_MIN = 0.85
 QDISC_MIN = 0.99
 ACKED = (0.8, 1.2)          # ss's bytes_acked over iperf3's received bytes, per flow
@@ -213,8 +229,9 @@ def _advance(seq) -> float:
 
 def _flow_sources(n: int, port: int | None, got: float, probe, tsg) -> list[str]:
     """A flow's received bytes against what the kernel and the wire saw of it: tcp_probe's
-    snd_una, the ACKed sequence (every ACK of the flow's sockets), and the capture's highest
-    sequence number (at the sender, so at least what arrived)."""
+    snd_una, the ACKed sequence (every ACK of the flow's sockets), and its congestion windows
+    over their smoothed RTTs; the capture's highest sequence number (at the sender, so at least
+    what arrived)."""
     bad = []
     if probe is not None and {"flow", "local_port", "snd_una", "t"} <= set(probe.columns):
         p = probe[probe["flow"] == n]
@@ -223,6 +240,11 @@ def _flow_sources(n: int, port: int | None, got: float, probe, tsg) -> list[str]
             if not PROBE_ACKED[0] <= acked / got <= PROBE_ACKED[1]:
                 bad.append(f"tcp_probe saw {acked:.0f} B acknowledged, iperf3 says {got:.0f} B "
                            "were received")
+    if probe is not None and {"flow", "local_port", "t", "snd_cwnd", "srtt_us"} <= set(probe.columns):
+        allowed = _window_allowed(probe[probe["flow"] == n])
+        if allowed > 0 and got > WINDOW_SLACK * allowed:
+            bad.append(f"its congestion windows (tcp_probe's cwnd over srtt) allowed {allowed:.0f} B, "
+                       f"iperf3 says {got:.0f} B were received")
     if port is not None and tsg is not None and {"sport", "dport", "seq", "len"} <= set(tsg.columns):
         t = tsg[((tsg["sport"] == port) | (tsg["dport"] == port)) & (tsg["len"] > 0)]
         if len(t):
@@ -230,6 +252,23 @@ def _flow_sources(n: int, port: int | None, got: float, probe, tsg) -> list[str]
             if sent < CAPTURE_MIN * got:
                 bad.append(f"the capture saw {sent:.0f} B sent, iperf3 says {got:.0f} B were received")
     return bad
+
+
+def _window_allowed(p) -> float:
+    """The bytes a flow's congestion windows allowed, as tcp_probe saw them: per socket, over its
+    samples in time order, cwnd x WINDOW_MSS / srtt held until the next sample, summed over the
+    sockets.  A sample without a window or an RTT (srtt 0 before the first measurement, a blank)
+    is left out; 0 when no socket has two usable samples (no verdict)."""
+    import pandas as pd
+    total = 0.0
+    for _, g in p.groupby("local_port"):
+        s = pd.DataFrame({"t": pd.to_numeric(g["t"], errors="coerce"),
+                          "cwnd": pd.to_numeric(g["snd_cwnd"], errors="coerce"),
+                          "srtt": pd.to_numeric(g["srtt_us"], errors="coerce")}).dropna()
+        s = s[(s["cwnd"] > 0) & (s["srtt"] > 0)].sort_values("t", kind="stable")
+        dt = -s["t"].diff(-1).fillna(0)                 # to the next usable sample (s)
+        total += float((s["cwnd"] * WINDOW_MSS / (s["srtt"] / 1e6) * dt).sum())   # srtt_us: us
+    return total
 
 
 def _bottleneck(flows, qdisc) -> list[str]:
