@@ -107,6 +107,20 @@ def test_bytes_added_everywhere_but_the_congestion_windows_are_caught(tmp_path):
     assert not any("acknowledged" in b or "intervals" in b or "hash" in b for b in bad), bad
 
 
+def test_without_tcp_probe_the_sockets_samples_bound_the_windows(tmp_path):
+    # labs 1-3 as they run (tcp_probe off): the same edit is caught by ss's cwnd and rtt
+    sub = genuine(tmp_path / "w", Path(__file__))
+    for d in labkit.run_dirs("lab1", sub):
+        assert integrity.cross_check(d) == [], d
+    scale_flow(sub, "lab1-wired", "cubic", 1.25, intervals=True, ss=True)
+    labkit.write_record("lab1", "quick", labkit.run_dirs("lab1", sub), sub)
+    bad = integrity.problems(sub, "lab1")
+    flows = pd.read_csv(next((sub / "lab1" / "lab1-wired").iterdir()) / "flows.csv")
+    n = int(flows.loc[flows["cca"] == "cubic", "flow"].iloc[0])
+    assert [b for b in bad if "congestion windows" in b] == [
+        b for b in bad if f"flow {n}: its congestion windows (ss's cwnd over rtt)" in b] != [], bad
+
+
 def test_the_window_bound_guards_its_divisions():
     # cwnd 10 x 1448 B per 10 ms over 1 s: 1.448 MB allowed
     t = [k / 10 for k in range(11)]
