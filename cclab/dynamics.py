@@ -9,6 +9,9 @@ reconfigure (LEO)   at every instant T with (T - offset) mod period = 0 (wall-cl
                     uniformly from their ranges.  A handover first drops `outage_loss` % of
                     packets for `outage` seconds, then the new values apply.
 trace (cellular)    the rate of each direction follows its trace, averaged per `step`.
+
+An experiment's [[hold]] tables add plug steps (hold_steps): block, then release, on the
+interfaces of the direction's senders.
 """
 
 from __future__ import annotations
@@ -31,6 +34,23 @@ class Change:
     state: LinkState
     rate_changed: bool
     why: str                # handover | reconfigure | trace
+
+
+@dataclass(frozen=True)
+class HoldStep:
+    t: float                # s after the run's start
+    direction: str          # down | up: whose senders' interfaces are plugged
+    action: str             # block | release_indefinite (tc's plug actions)
+
+
+def hold_steps(holds) -> list[HoldStep]:
+    """The plug actions of an experiment's [[hold]] tables, in time order."""
+    out = []
+    for h in holds:
+        out.append(HoldStep(h.start, h.direction, "block"))
+        out.append(HoldStep(round(h.start + h.duration, 6), h.direction, "release_indefinite"))
+    out.sort(key=lambda s: (s.t, s.action == "block"))
+    return out
 
 
 def instants(r: Reconfigure, start_epoch: float, length: float) -> list[float]:

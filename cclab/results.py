@@ -10,6 +10,7 @@
         qdisc.csv       bottleneck qdisc statistics over time
         ping.csv        ping RTT (idle before the first flow, then under load)
         changes.csv     link changes applied on time-varying links
+        holds.csv       the spec's holds as applied: plug block / release_indefinite steps
         cpu.csv         CPU busy fraction per CPU ("all": the machine) during the run
         spline.csv      spline:spline_mode events (when the spec enables that tracepoint)
         search.csv      search:search_exit events (likewise)
@@ -51,6 +52,7 @@ TABLES = {
     "ping": ["t", "src", "dst", "seq", "rtt_ms"],
     "changes": ["t_planned", "t_applied", "direction", "rate_bps", "delay_s", "loss_percent",
                 "why"],
+    "holds": ["t_planned", "t_applied", "direction", "action"],
     "cpu": ["t", "cpu", "busy_frac"],
     "spline": ["t", "flow", "sport", "dport", "old", "new", "cwnd", "bw", "min_rtt_us",
                "fairness"],

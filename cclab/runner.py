@@ -299,6 +299,7 @@ class Run:
         self.procs: list[tuple[str, object]] = []   # (what, Popen)
         self.clients: dict[int, tuple[object, float]] = {}   # flow -> (Popen, t_spawn)
         self.changes: list[dict] = []
+        self.holds: list[dict] = []                 # plug steps of the spec's [[hold]]s, as applied
         self.errors: list[str] = []               # any of these: the run is incomplete
         self.handshake_lost: list[int] = []       # UDP flows whose iperf3 gave up unstarted
         self.warnings: list[str] = []
@@ -439,6 +440,8 @@ class Run:
         if exp.link.dynamics is not None:
             for node in sorted({s.node for s in topo.shaped(exp.link)}):
                 self._tc_batch(node)                # started now, not on the timeline
+        for node, _ in topo.hold_devs(exp):
+            self._tc_batch(node)
         limit = exp.planned_length()
         if any(f.bytes is not None for f in exp.flows):
             limit = exp.time_limit
@@ -454,8 +457,9 @@ class Run:
             self.manifest["probe_clock"] = "mono"
         if dynamics.on_wall_clock(exp.link):       # placed again on the real start (cheap)
             changes = dynamics.schedule(exp.link, self.seed, self.t0, limit)
+        changes = sorted(changes + dynamics.hold_steps(exp.hold), key=lambda c: c.t)
         if changes:
-            # Link changes run on their own thread: starting a flow (a process) takes long
+            # Link changes (and holds) run on their own thread: starting a flow (a process) takes long
             # enough in the VM to make a change late if both shared this loop.
             self.dyn_thread = threading.Thread(target=self._dynamics, args=(changes,),
                                                daemon=True)
@@ -569,10 +573,23 @@ class Run:
             if self.stopping.is_set():
                 return
             try:
-                self._apply(c)
+                if isinstance(c, dynamics.HoldStep):
+                    self._hold(c)
+                else:
+                    self._apply(c)
             except (OSError, ValueError) as e:      # tc -batch went away
                 self.errors.append(f"link change at {c.t:g} s not applied: {e}")
                 return
+
+    def _hold(self, step: dynamics.HoldStep) -> None:
+        t = self.now()
+        for node, dev in topo.hold_devs(self.exp):
+            if (step.direction == "up") == node.startswith("cc-c"):
+                batch = self._tc_batch(node)
+                batch.stdin.write(" ".join(topo.plug(dev, step.action)[1:]) + "\n")
+                batch.stdin.flush()
+        self.holds.append({"t_planned": step.t, "t_applied": round(t, 6),
+                           "direction": step.direction, "action": step.action})
 
     def _apply(self, c: dynamics.Change) -> None:
         exp = self.exp
@@ -795,6 +812,8 @@ class Run:
                            ("probe", probe_rows), ("qdisc", qdisc_rows), ("ping", ping_rows),
                            ("changes", self.changes)):
             results.write_table(self.dir, name, rows)
+        if exp.hold:
+            results.write_table(self.dir, "holds", self.holds)
         for event in exp.measure.events:           # only the tracepoints the spec enabled
             table = MODULE_EVENTS[event]
             results.write_table(self.dir, table, module_rows.get(table, []))

@@ -51,6 +51,9 @@ MIN_LENGTH, MAX_LENGTH = 16, 65000   # bytes of a UDP datagram's payload
 MIN_SNAPLEN, MAX_SNAPLEN = 64, 65535  # bytes of each captured packet
 MAX_NAME = 64                   # characters of an experiment or profile name
 MAX_TEXT = 2000                 # characters of a summary or a description
+MAX_HOLDS = 16                  # [[hold]] tables in one experiment
+MAX_HOLD = 60.0                 # s, how long one hold keeps a direction's packets back
+MAX_RTO_MIN = 120.0             # s, a route's rto_min (Linux's TCP_RTO_MAX)
 
 # Congestion controls that Linux ships (loadable as tcp_<name>) and the kit's own modules.
 KNOWN_CCAS = ("bbr", "bic", "cdg", "cubic", "dctcp", "highspeed", "htcp", "hybla", "illinois",
@@ -388,6 +391,15 @@ class MeasureModel(Model):
         return list(dict.fromkeys(value))
 
 
+class HoldModel(Model):
+    """One [[hold]]: every packet the senders of a direction send is kept back from `start` for
+    `duration`, then released at once (a plug qdisc on each sending host: an ACK stall, when the
+    direction is "up" and the data flows down)."""
+    direction: Literal["down", "up"] = "up"
+    start: Duration(MAX_FLOW_TIME, "after the run starts")
+    duration: Duration(MAX_HOLD, "how long the packets are kept back", positive=True)
+
+
 def _profile_ref(value):
     if isinstance(value, str) and not value:
         raise ValueError("expected a profile name")
@@ -412,6 +424,12 @@ class ExperimentModel(Model):
     sysctl: Sysctls = {}
     tail: Duration(MAX_FLOW_TIME, "measured after the last flow ends") = 1.0
     time_limit: Duration(MAX_TIME_LIMIT, "a run may take at most", positive=True) = 300.0
+    hold: Annotated[list[HoldModel], Field(max_length=MAX_HOLDS,
+                                           description="times a direction's packets are "
+                                                       "kept back, then released")] = []
+    rto_min: Duration(MAX_RTO_MIN, "the floor of every host's retransmission timeout (its "
+                      "default route's rto_min; Linux's own is 200 ms)", positive=True,
+                      optional=True) = None
     lab: Optional[dict[str, Any]] = Field(None, description="the lab's own settings (e.g. "
                                           "[lab.module_params]), read by the lab's code, not the "
                                           "engine")

@@ -16,6 +16,13 @@
     streams = 1                  # parallel TCP connections (iperf3 -P)
     direction = "down"           # down: server side sends to client side; up: the reverse
 
+    [[hold]]                     # optional: keep a direction's packets back, then release
+    direction = "up"             # them at once (up: the ACKs of downloads, an ACK stall)
+    start = "7s"
+    duration = "2s"
+
+    rto_min = "5s"               # optional: every host's retransmission-timeout floor (route)
+
     [measure]
     ss_hz = 20                   # socket sampling rate
     cpu = true                   # CPU load (cpu.csv), on by default
@@ -74,6 +81,21 @@ class Flow:
 
 
 @dataclass
+class Hold:
+    """The packets of one direction kept back from `start` for `duration` s, then released at
+    once: on each host that sends in that direction, a plug qdisc blocks and then releases its
+    interface.  With data flowing down, a hold of "up" is an ACK stall (what Wi-Fi's contention
+    or a satellite's handover can do to a path's ACKs): the data still arrives, the sender hears
+    nothing, then every ACK at once."""
+    start: float
+    duration: float
+    direction: str = "up"
+
+    def __post_init__(self):
+        store(self, schema.validate(schema.HoldModel, given(self, schema.HoldModel)))
+
+
+@dataclass
 class Measure:
     iperf_interval: float = 0.1      # s between iperf3 reports
     ss: bool = True                  # socket state (ss -ti) on every sender
@@ -108,6 +130,8 @@ class Experiment:
     tail: float = 1.0                # s measured after the last flow ends
     time_limit: float = 300.0        # s a run may take at most (size-limited flows)
     description: str = ""
+    hold: list = field(default_factory=list)      # Hold: a direction's packets kept back a while
+    rto_min: float | None = None     # s, every host's retransmission-timeout floor (route rto_min)
     base: str = "."                  # folder relative paths are read from (set by load())
 
     def __post_init__(self):
@@ -118,11 +142,15 @@ class Experiment:
                           for f in self.flows] if isinstance(self.flows, list) else self.flows)
         if isinstance(self.measure, Measure):
             table["measure"] = given(self.measure, schema.MeasureModel)
+        if isinstance(self.hold, list):
+            table["hold"] = [given(h, schema.HoldModel) if isinstance(h, Hold) else h
+                             for h in self.hold]
         checked = schema.validate(schema.ExperimentModel, table)
         if checked.name is None:
             raise SpecError("name", "missing")
         store(self, checked, measure=lambda m: Measure(**m.model_dump()))
         self.flows = [Flow(**f.model_dump()) for f in checked.flow]
+        self.hold = [Hold(**h.model_dump()) for h in checked.hold]
         if isinstance(self.profile, Profile):
             self.link = self.profile
             if self.override:
@@ -143,6 +171,20 @@ class Experiment:
                                 f"got pair {f.pair}")
             flows.append(f)
         self.flows = flows
+        for i, h in enumerate(self.hold):
+            d = getattr(self.link, h.direction)
+            if d is not None and d.at != "router":
+                # the plug would replace the qdiscs that shape this direction on the hosts
+                raise SpecError(f"hold[{i}].direction", f"the profile shapes {h.direction} on "
+                                "the hosts; a hold needs it shaped at the router")
+            end = h.start + h.duration
+            limit = (self.time_limit if any(f.bytes is not None for f in self.flows)
+                     else self.planned_length())
+            if end > limit:
+                raise SpecError(f"hold[{i}]", f"ends at {end:g} s, after the run ({limit:g} s)")
+            for j, o in enumerate(self.hold[:i]):
+                if o.direction == h.direction and h.start < o.start + o.duration and o.start < end:
+                    raise SpecError(f"hold[{i}]", f"overlaps hold[{j}] (one plug per interface)")
 
     # ------------------------------------------------------------ derived
 
@@ -165,6 +207,8 @@ class Experiment:
         e.flows = [replace(f, start=round(f.start * k, 3),
                            duration=None if f.duration is None else max(1.0, round(f.duration * k)))
                    for f in self.flows]
+        e.hold = [replace(h, start=round(h.start * k, 3), duration=round(h.duration * k, 3))
+                  for h in self.hold]
         return e
 
     def as_given(self) -> dict:
@@ -184,7 +228,7 @@ def from_dict(table: dict, name: str, base: Path = Path(".")) -> Experiment:
     checked = schema.validate(schema.ExperimentModel, table)
     given_keys = set(table)
     kwargs = {k: getattr(checked, k) for k in EXPERIMENT_KEYS
-              if k in given_keys and k not in ("flow", "lab", "measure")}
+              if k in given_keys and k not in ("flow", "lab", "measure", "hold")}
     kwargs.setdefault("name", name)
     if "measure" in given_keys:
         kwargs["measure"] = Measure(**checked.measure.model_dump())
@@ -194,6 +238,7 @@ def from_dict(table: dict, name: str, base: Path = Path(".")) -> Experiment:
         kwargs["profile"] = str(base / prof)
     # the flows as written (their pairs are worked out against the profile)
     flows = [Flow(**f.model_dump()) for f in checked.flow]
+    kwargs["hold"] = [Hold(**h.model_dump()) for h in checked.hold]
     return Experiment(flows=flows, base=str(base), **kwargs)
 
 

@@ -169,8 +169,10 @@ def plan(experiment) -> list[tuple[str, list[str]]]:
     for node, devs in interfaces(p).items():
         cmds += [(node, ["ip", "link", "set", "dev", d, "up"]) for d in devs]
         cmds.append((node, ["ip", "link", "set", "dev", "lo", "up"]))
+    rto = ([] if getattr(experiment, "rto_min", None) is None
+           else ["rto_min", f"{max(1, round(experiment.rto_min * 1000))}ms"])
     for h in hosts(p):
-        cmds.append((h, ["ip", "route", "add", "default", "via", gateway(h)]))
+        cmds.append((h, ["ip", "route", "add", "default", "via", gateway(h)] + rto))
     cmds += [(R1, ["ip", "route", "add", "10.1.0.0/16", "via", CORE2_ADDR]),
              (R2, ["ip", "route", "add", "10.0.0.0/16", "via", CORE1_ADDR])]
     # sysctls
@@ -194,7 +196,32 @@ def plan(experiment) -> list[tuple[str, list[str]]]:
         d = getattr(p, s.direction)
         start = dynamics.initial(p, s.direction)
         cmds += [(s.node, c) for c in tc.setup(d, s.dev, buf[s.direction], dynamic, start)]
+    # holds: a plug on each sending host, created blocked (sch_plug's initial state), opened
+    for node, dev in hold_devs(experiment):
+        cmds.append((node, ["tc", "qdisc", "add", "dev", dev, "root", "handle", PLUG_HANDLE,
+                            "plug", "limit", str(PLUG_LIMIT)]))
+        cmds.append((node, plug(dev, "release_indefinite")))
     return cmds
+
+
+PLUG_HANDLE = "2:"
+PLUG_LIMIT = 64 << 20          # bytes a plug may hold (a 60 s hold of ACKs needs a few MB)
+
+
+def hold_devs(experiment) -> list[tuple[str, str]]:
+    """(node, interface) of every host a [[hold]] plugs: the senders of its direction (the
+    clients for "up", the servers for "down")."""
+    dirs = {h.direction for h in getattr(experiment, "hold", [])}
+    p = experiment.link
+    side = [client(i) for i in range(1, p.pairs + 1)] if "up" in dirs else []
+    side += [server(i) for i in range(1, p.pairs + 1)] if "down" in dirs else []
+    return [(h, host_dev(h)) for h in side]
+
+
+def plug(dev: str, action: str) -> list[str]:
+    """A hold's step: `block` keeps what is sent from now on, `release_indefinite` lets
+    everything through (what was kept first)."""
+    return ["tc", "qdisc", "change", "dev", dev, "root", "handle", PLUG_HANDLE, "plug", action]
 
 
 def steering(devs: list[str]) -> list[str]:

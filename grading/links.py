@@ -95,6 +95,7 @@ def _base_links(lab: str, mode: str) -> dict[str, object]:
     for path in files:
         exp = lk._load_experiment(path)
         out[exp.name] = exp.link
+        out[exp.name].own_link = bool((exp.given.get("lab") or {}).get("own_link"))
     return out
 
 
@@ -147,12 +148,19 @@ def problems(submission, lab: str, student_id: str, secret: bytes) -> list[str]:
         if base is None:
             bad.append(f"{rel}: experiment {m.get('experiment')!r} is not one of {lab}'s")
             continue
+        if bool(st.get("own_link")) != base.own_link:
+            made, asked = (("the lab's link", "yours") if st.get("own_link")
+                           else ("your link", "the lab's own"))
+            bad.append(f"{rel}: made on {made}; the lab's file {m.get('experiment')!r} asks "
+                       f"for {asked}")
+            continue
         if base.dynamics is not None:
             continue
+        k = {"rate": 1.0, "delay": 1.0} if base.own_link else want
         prof = m.get("profile") if isinstance(m.get("profile"), dict) else {}
         for name, dirn in base.directions().items():
             got = prof.get(name) if isinstance(prof.get(name), dict) else {}
-            rate, delay = dirn.rate * want["rate"], dirn.delay * want["delay"]
+            rate, delay = dirn.rate * k["rate"], dirn.delay * k["delay"]
             if not (_close(got.get("rate"), rate) and _close(got.get("delay"), delay)):
                 bad.append(f"{rel}: its {name} link ran at {_mbit(got.get('rate'))} and "
                            f"{_ms(got.get('delay'))}; yours is {rate / 1e6:g} Mbit/s and "

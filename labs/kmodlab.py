@@ -273,10 +273,18 @@ def variant(run: RunData, cca: str) -> str:
     if cca == "search":
         s = p.get("tcp_search") or {}
         th, wf = s.get("thresh"), s.get("window_factor")
+        if held(run):
+            n = str(s.get("stall_bins") or "0")
+            return "search-stall-noreset" if n == "0" else f"search-stall-reset{n}"
         if th in (None, "350") and wf in (None, "35"):
             return "search"
         return f"search-t{th}-w{wf}"
     return cca
+
+
+def held(run: RunData) -> list:
+    """The run's [[hold]] tables as its manifest recorded them (empty: none)."""
+    return list(((run.manifest.get("spec") or {}).get("hold")) or [])
 
 
 def profile_name(run: RunData) -> str:
@@ -474,6 +482,44 @@ def lab4_exits(root=None) -> pd.DataFrame:
                         row["norm_diff_exit"] = float(e["norm_diff"].iloc[0]) / 1000.0
             row["exit_bdp"] = row["cwnd_exit"] / row["bdp"] if row["bdp"] else math.nan
             rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def lab4_stall(root=None) -> pd.DataFrame:
+    """One row per SEARCH download of lab 4 that met an ACK stall (a [[hold]] of the ACK path):
+    variant, run, flow, stall_bins, hold_start (s after the download's first cwnd sample, when
+    the plug was applied), hold_s (how long the ACKs were held), cwnd_at_hold (packets: the last
+    tcp_probe/ss sample before the hold), t_exit, cwnd_exit, bdp, exit_bdp, reason
+    (search:search_exit's), exit_after_hold (whether slow start was still on when the hold
+    began)."""
+    exits = lab4_exits(root)
+    rows = []
+    for r in runs("lab4", root):
+        if not held(r):
+            continue
+        steps = r.table("holds")
+        blocks = steps[steps["action"] == "block"] if len(steps) else steps
+        releases = steps[steps["action"] == "release_indefinite"] if len(steps) else steps
+        if not len(blocks) or not len(releases):
+            continue
+        t_block = float(blocks["t_applied"].iloc[0])
+        t_release = float(releases[releases["t_applied"] >= t_block]["t_applied"].iloc[0])
+        cw = metrics.cwnd_series(r)
+        for _, e in exits[(exits["run"] == r.label) & (exits["cca"] == "search")].iterrows():
+            c = cw[cw["flow"] == e["flow"]].sort_values("t")
+            if not len(c):
+                continue
+            c = c[c["port"] == c["port"].iloc[0]]          # the download's data connection
+            t0 = float(c["t"].iloc[0])
+            before = c[c["t"] <= t_block]
+            rows.append({
+                "variant": e["variant"], "run": r.label, "flow": e["flow"],
+                "stall_bins": int(((_params(r).get("tcp_search") or {}).get("stall_bins")) or 0),
+                "hold_start": t_block - t0, "hold_s": t_release - t_block,
+                "cwnd_at_hold": float(before["cwnd"].iloc[-1]) if len(before) else math.nan,
+                "t_exit": e["t_exit"], "cwnd_exit": e["cwnd_exit"], "bdp": e["bdp"],
+                "exit_bdp": e["exit_bdp"], "reason": e["reason"],
+                "exit_after_hold": bool(not (e["t_exit"] < t_block - t0))})
     return pd.DataFrame(rows)
 
 

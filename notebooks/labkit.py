@@ -205,9 +205,14 @@ def student_link(lab: str, who: dict | None) -> dict | None:
 def linked_table(table: dict, link: dict | None, profile) -> dict:
     """An experiment file's table with the student's link applied: each shaped direction's rate
     and delay (of `profile`, the experiment's link as the file makes it) scaled, as overrides;
-    buffers given in BDPs follow.  A profile whose rate follows dynamics is left as it is."""
+    buffers given in BDPs follow.  A profile whose rate follows dynamics is left as it is, and so
+    is a file whose [lab] table sets own_link (a reason): its runs record the student with
+    own_link = true."""
     if not link or profile.dynamics is not None:
         return table
+    if (table.get("lab") or {}).get("own_link"):
+        # a file that keeps its link for everyone (it says why): the run still records whose it is
+        return {**table, "lab": dict(table["lab"], student=dict(link, own_link=True))}
     over = dict(table.get("override") or {})
     for name, d in profile.directions().items():
         over[name] = dict(over.get(name) or {}, rate=round(d.rate * link["rate"]),
@@ -753,7 +758,7 @@ def link(lab: str, experiment: str, root=None) -> str:
         if buf is not None:
             parts.append(f"buffer {buf}" + (" packets" if isinstance(buf, (int, float)) else ""))
         st = ((m.get("spec") or {}).get("lab") or {}).get("student")
-        if isinstance(st, dict) and st.get("id"):
+        if isinstance(st, dict) and st.get("id") and not st.get("own_link"):
             parts.append(f"{st['id']}'s link")
         return ", ".join(parts)
     return experiment
@@ -1179,6 +1184,8 @@ def link_rate_factor(lab: str, root=None) -> float:
     for d in run_dirs(lab, root):
         try:
             st = ((_manifest(d).get("spec") or {}).get("lab") or {}).get("student") or {}
+            if st.get("own_link"):
+                continue                    # a file that keeps the lab's link for everyone
             return float(st.get("rate") or 1.0)
         except (OSError, ValueError, TypeError, AttributeError):
             continue

@@ -1135,6 +1135,48 @@ static void t_search_pk_stalls_rule(void)
 }
 
 /*
+ * Lab 4's ACK-stall experiment (labs/lab4/quick/geo-stall-*.toml): GEO at
+ * 10 Mbit/s x 600 ms (BDP 518 segments), the ACK path held for 2.4 s (4 RTT)
+ * from a fixed time of the run.  Unpaced slow start on this path delivers in
+ * bursts: cwnd doubles during one burst of ACKs per RTT and is flat between
+ * them.  A hold that starts anywhere from the end of the burst that takes
+ * cwnd to about 320 until the next burst reaches the BDP (1 RTT of the
+ * model's time, 3.2-3.8 s after the first send) makes the paper's rule leave
+ * slow start below the BDP; stall_bins = 3 never does.  Outside that span
+ * the paper's rule exits early only sometimes (half the starts one RTT
+ * earlier), so the lab places its hold in the middle of the span.
+ */
+static void t_search_pk_lab4_stall(void)
+{
+	struct pk_cfg cfg = {
+		.rate_pps = 863, .rtt_us = 600000, .stall_len = 2400000,
+		.par = search_default, .dur_us = 20000000,
+	};
+	u32 early = 0, runs = 0;
+	u64 at;
+
+	for (at = 3200000; at <= 3800000; at += 50000) {
+		struct pk_result off, on;
+
+		cfg.stall_at = at;
+		cfg.par.stall_bins = 0;
+		off = pk_run(&cfg);
+		cfg.par.stall_bins = 3;
+		on = pk_run(&cfg);
+		CHECK_EQ(off.exit_us, off.paper_exit_us);
+		early += off.reason == 1 && off.exit_cwnd < 518;
+		runs++;
+		CHECK_EQ(on.reason, 1);
+		CHECK(on.exit_cwnd >= 518);
+		if (at % 200000 == 0)
+			printf("    hold from %.2f s: stall_bins=0 %.2f BDP, =3 %.2f BDP\n",
+			       at / 1e6, off.exit_cwnd / 518.0, on.exit_cwnd / 518.0);
+	}
+	printf("    %u holds: %u early exits with the paper's rule\n", runs, early);
+	CHECK_EQ(early, runs);
+}
+
+/*
  * The VM's ACK-stall experiment (tests/vm/test_kmod.py): 50 Mbit/s x 200 ms
  * (BDP 863 segments), the ACK path held for 800 ms (4 RTT) from the moment
  * cwnd first reaches the trigger (the VM polls ss for cwnd >= 180, and may
@@ -2026,6 +2068,7 @@ static const struct test_case cases[] = {
 	{ "search_pk_long_stall", t_search_pk_long_stall },
 	{ "search_pk_stalls_rule", t_search_pk_stalls_rule },
 	{ "search_pk_vm_stall", t_search_pk_vm_stall },
+	{ "search_pk_lab4_stall", t_search_pk_lab4_stall },
 	{ "search_pk_app_limited", t_search_pk_app_limited },
 	{ "search_pk_undo", t_search_pk_undo },
 	{ "search_pk_rto_longer_path", t_search_pk_rto_longer_path },

@@ -152,10 +152,11 @@ def test_share_runs_start_spline_and_its_competitor_together():
 
 
 def test_quick_modes_fit_the_budget():
-    # flow time plus about 15 s of set-up per run in the software-emulated VM, within 5 min
-    for lab in ("lab3", "lab4"):
+    # flow time plus about 15 s of set-up per run in the software-emulated VM: lab 3 within
+    # 4.5 min, lab 4 (with its two ACK-stall runs, 17 s each) within 5.5 min
+    for lab, budget in (("lab3", 270), ("lab4", 330)):
         total = sum(KM.load_experiment(p)[0].planned_length() + 15 for p in files(lab, "quick"))
-        assert total < 270, f"{lab}: about {total:.0f} s of runs in quick mode"
+        assert total < budget, f"{lab}: about {total:.0f} s of runs in quick mode"
 
 
 def test_lab4_files_ask_for_the_four_ways_to_leave_slow_start_and_both_sensitivities():

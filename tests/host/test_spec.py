@@ -133,6 +133,20 @@ BAD = [
     ('profile = "wired"\n[measure]\ncpu_hz = 0\n[[flow]]\ncca = "cubic"\n', "measure.cpu_hz"),
     ('profile = 3\n[[flow]]\ncca = "cubic"\n', "profile"),
     ('profile = "wired"\n[[flow]]\ncca = "cubic"\nduration = "1.5s"\n', "flow[0].duration"),
+    # holds and the RTO floor
+    ('profile = "wired"\n[[flow]]\ncca = "cubic"\n[[hold]]\nstart = "2s"\n', "hold[0].duration"),
+    ('profile = "wired"\n[[flow]]\ncca = "cubic"\n[[hold]]\nduration = "1s"\n', "hold[0].start"),
+    ('profile = "wired"\n[[flow]]\ncca = "cubic"\n[[hold]]\nstart = 2\nduration = 0\n', "hold[0].duration"),
+    ('profile = "wired"\n[[flow]]\ncca = "cubic"\n[[hold]]\nstart = 2\nduration = 61\n', "hold[0].duration"),
+    ('profile = "wired"\n[[flow]]\ncca = "cubic"\n[[hold]]\nstart = 2\nduration = 1\ndirection = "left"\n',
+     "hold[0].direction"),
+    ('profile = "wired"\n[[flow]]\ncca = "cubic"\n[[hold]]\nstart = 9\nduration = 5\n', "hold[0]"),
+    ('profile = "wired"\n[[flow]]\ncca = "cubic"\n[[hold]]\nstart = 2\nduration = 2\n'
+     '[[hold]]\nstart = 3\nduration = 1\n', "hold[1]"),
+    ('profile = "wired"\n[override]\nup.at = "host"\n[[flow]]\ncca = "cubic"\n[[hold]]\nstart = 2\n'
+     'duration = 1\n', "hold[0].direction"),
+    ('profile = "wired"\nrto_min = "0ms"\n[[flow]]\ncca = "cubic"\n', "rto_min"),
+    ('profile = "wired"\nrto_min = "10min"\n[[flow]]\ncca = "cubic"\n', "rto_min"),
 ]
 
 
@@ -197,3 +211,28 @@ def test_units():
     assert units.tc_rate(10e6) == "10mbit" and units.tc_rate(92_372_000) == "92372kbit"
     assert units.tc_time(0.05) == "50ms" and units.tc_time(0.0138) == "13800us"
     assert units.tc_size(4000) == "32kbit" and units.tc_size(3028) == "3028b"
+
+
+def test_holds_plug_the_senders_and_rto_min_sets_every_route(tmp_path):
+    """A hold of "up" plugs every client's interface (the senders of ACKs for downloads), starts
+    open, and becomes a block and a release on the timeline; rto_min goes on every host's
+    default route."""
+    from cclab import dynamics, topo
+    e = spec.load(write(tmp_path, GOOD.replace('profile = "wired"', 'profile = "wired"\n'
+                                              'rto_min = "2.5s"\n[override]\npairs = 2') +
+                        '[[hold]]\nstart = "1s"\nduration = "1.5s"\n'
+                        '[[hold]]\nstart = "3s"\nduration = "0.5s"\n'))
+    plan = topo.plan(e)
+    plugs = [(n, c) for n, c in plan if "plug" in c]
+    assert {n for n, _ in plugs} == {"cc-c1", "cc-c2"}
+    for n in ("cc-c1", "cc-c2"):
+        mine = [c for m, c in plugs if m == n]
+        assert mine[0][:3] == ["tc", "qdisc", "add"] and mine[-1][-1] == "release_indefinite"
+    routes = [c for _, c in plan if c[:4] == ["ip", "route", "add", "default"]]
+    assert len(routes) == 4 and all(c[-2:] == ["rto_min", "2500ms"] for c in routes)
+    steps = dynamics.hold_steps(e.hold)
+    assert [(s.t, s.action) for s in steps] == [(1.0, "block"), (2.5, "release_indefinite"),
+                                                (3.0, "block"), (3.5, "release_indefinite")]
+    assert e.as_given()["hold"][0] == {"start": 1.0, "duration": 1.5, "direction": "up"}
+    plain = topo.plan(spec.load(write(tmp_path, GOOD, "plain.toml")))
+    assert not [c for _, c in plain if "plug" in c or "rto_min" in c]

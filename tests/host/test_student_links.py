@@ -104,6 +104,16 @@ def test_a_run_is_made_on_the_students_link():
     assert exp.link.down.rate == pytest.approx(0.7 * base.link.down.rate)
     assert exp.link.down.delay == base.link.down.delay
     assert lab["module_params"] and exp.given["lab"]["student"] == g4
+    # lab 4's ACK-stall files keep the lab's link for everyone and record whose run it is
+    for name in ("geo-stall-paper", "geo-stall-reset"):
+        path = KIT / "labs" / "lab4" / "quick" / f"{name}.toml"
+        exp, lab = kmodlab.load_experiment(path, g4)
+        base, _ = kmodlab.load_experiment(path)
+        assert lab["own_link"] and exp.hold and exp.rto_min == 5.0
+        assert exp.link.down.rate == base.link.down.rate == 10e6
+        assert exp.given["lab"]["student"] == dict(g4, own_link=True)
+    bases = links._base_links("lab4", "quick")
+    assert {n for n, b in bases.items() if b.own_link} == {"lab4-geo-stall-paper", "lab4-geo-stall-reset"}
 
 
 def test_course_secret_and_codes_from_the_command_line(tmp_path):
@@ -254,3 +264,41 @@ def test_reference_bands_from_runs_on_students_links(tmp_path, capsys):
     for r in old[old["mode"] == "quick"].itertuples():
         n = new.loc[(r.mode, r.metric, r.key)]
         assert n["lo"] <= r.lo and n["hi"] >= r.hi and n["n"] == r.n + 1, (r, n)
+
+
+def test_the_grader_expects_the_labs_own_link_where_the_file_keeps_it(tmp_path):
+    """Lab 4's ACK-stall files keep the lab's link: a run of one of them on the lab's link,
+    recorded as the student's with own_link, passes; the same run on a scaled link, or a
+    geo-default run that claims own_link, is refused in one line."""
+    secret = b"cclab host tests: not a course's secret"
+    sid = "s2002"
+    code = links.code_for(secret, sid)
+    f = labkit.link_factors("lab4", code)
+    assert f["rate"] < 0.95                        # this student's link is not the lab's own
+    who = {"id": sid, "code": code, "lab": "lab4", **f}
+    base = links._base_links("lab4", "quick")
+
+    def run(rel, experiment, student, k):
+        d = tmp_path / "submission" / "lab4" / rel
+        d.mkdir(parents=True)
+        prof = {n: {"rate": dd.rate * k, "delay": dd.delay} for n, dd in base[experiment].directions().items()}
+        (d / "manifest.json").write_text(json.dumps({"experiment": experiment, "profile": prof,
+                                                     "spec": {"lab": {"student": student}}}))
+        return rel
+
+    def problems(*runs):
+        shutil.rmtree(tmp_path / "submission", ignore_errors=True)
+        rels = [run(*r) for r in runs]
+        (tmp_path / "submission" / "lab4" / "record.json").write_text(
+            json.dumps({"lab": "lab4", "mode": "quick", "runs": {r: {} for r in rels}}))
+        return links.problems(tmp_path / "submission", "lab4", sid, secret)
+
+    own = dict(who, own_link=True)
+    assert problems(("a/1", "lab4-geo-stall-paper", own, 1.0),
+                    ("b/1", "lab4-geo-default", who, f["rate"])) == []
+    bad = problems(("a/1", "lab4-geo-stall-paper", own, f["rate"]))
+    assert len(bad) == 1 and "its down link ran at" in bad[0], bad
+    bad = problems(("b/1", "lab4-geo-default", own, 1.0))
+    assert bad == ["b/1: made on the lab's link; the lab's file 'lab4-geo-default' asks for yours"], bad
+    bad = problems(("a/1", "lab4-geo-stall-reset", who, f["rate"]))
+    assert bad == ["a/1: made on your link; the lab's file 'lab4-geo-stall-reset' asks for the lab's own"], bad
