@@ -300,3 +300,44 @@ def test_student_version_has_no_solutions_or_hidden_tests(lab, solution_line, tm
     for cell in nbformat.read(stu / f"{lab}.ipynb", as_version=4).cells:
         if cell.cell_type == "code":
             compile(cell.source, "<student cell>", "exec")
+
+
+# A genuine lab 4 quick-mode run from the lab VM (master notebook, 28 Nov 2026), without the raw
+# files nothing here reads (tcp_probe's text, the socket and qdisc dumps, pings, captures).
+LAB4_RUN = KIT / "tests" / "host" / "data" / "lab4-run.tar.xz"
+
+
+@pytest.fixture(scope="module")
+def lab4_run(tmp_path_factory):
+    import tarfile
+    root = tmp_path_factory.mktemp("lab4run")
+    with tarfile.open(LAB4_RUN) as t:
+        t.extractall(root)
+    return root
+
+
+def test_lab4s_ack_stall_runs_show_both_rules(lab4_run):
+    st = KM.lab4_stall(lab4_run).set_index("variant")
+    assert set(st.index) == {"search-stall-noreset", "search-stall-reset3"}
+    assert (st["hold_s"].between(2.39, 2.41)).all() and st["exit_after_hold"].all()
+    assert (st["cwnd_at_hold"] < st["bdp"]).all()                 # held in mid slow start
+    assert list(st["stall_bins"]) == [0, 3] or set(st["stall_bins"]) == {0, 3}
+    paper, reset = st.loc["search-stall-noreset"], st.loc["search-stall-reset3"]
+    assert paper["reason"] == "search" and paper["exit_bdp"] < 1, paper.to_dict()
+    assert paper["t_exit"] > paper["hold_start"] + paper["hold_s"]      # after the release
+    assert reset["reason"] == "search" and reset["exit_bdp"] >= 1, reset.to_dict()
+    # the held runs are kept apart from the GEO defaults: their variants are their own
+    ex = KM.lab4_exits(lab4_run)
+    assert len(ex[(ex["profile"] == "geo") & (ex["variant"] == "search")]) == 1
+
+
+def test_a_genuine_lab4_run_passes_every_cross_check(lab4_run):
+    """Lab 4 is the lab with tcp_probe on: its per-ACK windows bound every flow (received / what
+    the windows allowed, 28 Nov 2026: 0.50-0.96), and its snd_una matches iperf3."""
+    import labkit
+    from grading import integrity
+    runs = labkit.run_dirs("lab4", lab4_run)
+    assert len(runs) == 7
+    for d in runs:
+        assert integrity.cross_check(d) == [], d
+    assert integrity.problems(lab4_run, "lab4") == []

@@ -552,6 +552,25 @@ def test_grading_is_unprivileged_and_catches_edited_numbers(grader_python, dist,
     assert float(rows["probe"]["score"]) == possible       # the probe's cell is its only error
 
 
+def test_lab4s_ack_stall_shows_both_rules():
+    """Lab 4's ACK-stall runs, as the student's browser made them: with SEARCH's published rule
+    (stall_bins = 0) the download leaves slow start by SEARCH below the BDP, after the hold;
+    with the reset (stall_bins = 3) it leaves by SEARCH only past the BDP."""
+    sys.path[:0] = [str(KIT / "labs"), str(KIT / "notebooks")]
+    import kmodlab
+    kept = RUNS / "quick"
+    assert (kept / "lab4" / "record.json").is_file(), "no lab 4 run: its browser test failed"
+    st = kmodlab.lab4_stall(kept)
+    print("\n" + st[["variant", "hold_start", "hold_s", "cwnd_at_hold", "cwnd_exit", "bdp",
+                     "exit_bdp", "reason"]].to_string())
+    rows = {v: g for v, g in st.groupby("variant")}
+    assert set(rows) == {"search-stall-noreset", "search-stall-reset3"}, set(rows)
+    assert st["exit_after_hold"].all(), "the hold began after slow start ended: it tested nothing"
+    paper, reset = rows["search-stall-noreset"], rows["search-stall-reset3"]
+    assert (paper["reason"] == "search").all() and (paper["exit_bdp"] < 1).all(), paper.to_dict("records")
+    assert (reset["reason"] == "search").all() and (reset["exit_bdp"] >= 1).all(), reset.to_dict("records")
+
+
 def test_the_scorecard_is_made_from_these_runs(tmp_path):
     """`python3 -m grading.scorecard` makes the reproduction table from the labs' runs here: every
     lab's section has measured quick-mode values and a verdict with a reason for each claim, and
