@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import os
 import shutil
 import sys
 import tempfile
@@ -32,7 +33,22 @@ def _cpu() -> float:
                                                  resource.getrusage(resource.RUSAGE_CHILDREN)))
 
 
+GRADER_PYTHON = Path("/opt/cclab-grader/bin/python")     # make grader-venv's
+
+
+def _grader_python() -> None:
+    """As root, grade.py runs each submission as nobody, with a Python nobody can run: re-run
+    this benchmark under make grader-venv's when there is one and this is not it."""
+    if os.geteuid() == 0 and GRADER_PYTHON.is_file() and \
+            Path(sys.executable).resolve() != GRADER_PYTHON.resolve() and \
+            not os.environ.get("CCLAB_BENCH_REEXEC"):
+        os.environ["CCLAB_BENCH_REEXEC"] = "1"
+        os.execv(str(GRADER_PYTHON), [str(GRADER_PYTHON), str(Path(__file__).resolve()), *sys.argv[1:]])
+
+
 def main(argv=None) -> int:
+    if argv is None:
+        _grader_python()
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=200)
     ap.add_argument("--jobs", type=int, default=2)

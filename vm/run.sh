@@ -140,6 +140,10 @@ boot_limit=300
 boot_limit=${CCLAB_VM_BOOT_LIMIT:-$boot_limit}
 case "$boot_limit" in *[!0-9]*|'') die "CCLAB_VM_BOOT_LIMIT takes whole seconds" ;; esac
 boots=0
+# A CPU stuck in the kernel for a minute (softlockup_panic, after 2 x watchdog_thresh) ends the
+# guest with its stack on the console (panic turns the console verbose): a lab seen hanging in
+# a browser test (CPU#1 stuck for 11 min in a python3 task, 28 Nov 2026) would otherwise wait
+# out the test's hour with nothing to show, and the report's stack is below loglevel 3.
 start_guest() {
 boots=$((boots + 1))
 t0=$(date +%s.%N)
@@ -149,7 +153,7 @@ qemu-system-x86_64 "${accel_opts[@]}" -M pc -smp "$cpus" -m "$mem" \
   -nodefaults -display none -no-reboot \
   -chardev stdio,id=con,signal=off -serial chardev:con \
   -kernel "$cache/vmlinuz-$key" -initrd "$cache/initrd-$key" \
-  -append "root=/dev/vda rw console=ttyS0 quiet loglevel=3 init=$init panic=-1 tsc=reliable systemd.mask=serial-getty@ttyS0.service systemd.show_status=0" \
+  -append "root=/dev/vda rw console=ttyS0 quiet loglevel=3 init=$init panic=-1 softlockup_panic=1 watchdog_thresh=30 tsc=reliable systemd.mask=serial-getty@ttyS0.service systemd.show_status=0" \
   ${net_opts[@]+"${net_opts[@]}"} \
   -drive "file=$img,if=virtio,format=raw,snapshot=on" \
   -device virtio-rng-pci \
