@@ -33,8 +33,12 @@ RTT_SLACK = 0.97            # nor a socket's minimum RTT undercut the path's del
 # kit's kept runs of labs 1-4, 23-27 Nov 2026): tcp_probe's acknowledged advance 1.000 of them;
 # the capture's highest sequence 1.01-1.02 (0.91 in a 23 Nov run whose capture stopped before the
 # flow's last bytes); each bottleneck's root qdisc over the run 1.05-1.23 of the bytes its flows'
-# receivers got (headers and retransmissions).
-PROBE_ACKED = (0.95, 1.05)
+# receivers got (headers and retransmissions).  tcp_probe's advance may exceed iperf3's count:
+# the receiver stops counting at the end of its test while the kernel still delivers and
+# acknowledges what was in flight, and behind a full 8-BDP queue that is much (a browser test's
+# lab 4 run, 28 Nov 2026: Cubic without HyStart on GEO, 1.074).  The lower bound is what catches
+# bytes added to iperf3's tables; the upper one allows a drained queue of 8 BDP and more.
+PROBE_ACKED = (0.95, 1.25)
 # ... and against what the flow's congestion windows allowed: per socket, cwnd x MSS / srtt over
 # time (a window-limited sender delivers at most about one window per smoothed RTT).  No kept
 # genuine run has tcp_probe samples (labs 1-3 turn it off, only lab 4 has it on), so the ratio was
