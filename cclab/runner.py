@@ -583,11 +583,10 @@ class Run:
 
     def _hold(self, step: dynamics.HoldStep) -> None:
         t = self.now()
-        for node, dev in topo.hold_devs(self.exp):
-            if (step.direction == "up") == node.startswith("cc-c"):
-                batch = self._tc_batch(node)
-                batch.stdin.write(" ".join(topo.plug(dev, step.action)[1:]) + "\n")
-                batch.stdin.flush()
+        for node, dev in topo.hold_devs(self.exp, step.direction):
+            batch = self._tc_batch(node)
+            batch.stdin.write(" ".join(topo.plug(dev, step.action)[1:]) + "\n")
+            batch.stdin.flush()
         self.holds.append({"t_planned": step.t, "t_applied": round(t, 6),
                            "direction": step.direction, "action": step.action})
 

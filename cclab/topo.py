@@ -208,10 +208,12 @@ PLUG_HANDLE = "2:"
 PLUG_LIMIT = 64 << 20          # bytes a plug may hold (a 60 s hold of ACKs needs a few MB)
 
 
-def hold_devs(experiment) -> list[tuple[str, str]]:
+def hold_devs(experiment, direction: str | None = None) -> list[tuple[str, str]]:
     """(node, interface) of every host a [[hold]] plugs: the senders of its direction (the
-    clients for "up", the servers for "down")."""
+    clients for "up", the servers for "down"); only those of `direction` when given."""
     dirs = {h.direction for h in getattr(experiment, "hold", [])}
+    if direction is not None:
+        dirs &= {direction}
     p = experiment.link
     side = [client(i) for i in range(1, p.pairs + 1)] if "up" in dirs else []
     side += [server(i) for i in range(1, p.pairs + 1)] if "down" in dirs else []

@@ -228,6 +228,8 @@ def test_holds_plug_the_senders_and_rto_min_sets_every_route(tmp_path):
     for n in ("cc-c1", "cc-c2"):
         mine = [c for m, c in plugs if m == n]
         assert mine[0][:3] == ["tc", "qdisc", "add"] and mine[-1][-1] == "release_indefinite"
+    assert topo.hold_devs(e, "up") == [("cc-c1", "cc-c1-eth0"), ("cc-c2", "cc-c2-eth0")]
+    assert topo.hold_devs(e, "down") == []
     routes = [c for _, c in plan if c[:4] == ["ip", "route", "add", "default"]]
     assert len(routes) == 4 and all(c[-2:] == ["rto_min", "2500ms"] for c in routes)
     steps = dynamics.hold_steps(e.hold)
