@@ -247,6 +247,58 @@ def browser(guest, tmp_path_factory):
             b.close()
 
 
+# Run All queues every cell at once ([*]); it is over when no cell waits, whether the last one
+# ran or an error stopped the rest (the caller checks the saved notebook).
+RUN_ALL_DONE = """() => {
+    const p = [...document.querySelectorAll(
+        '.jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell .jp-InputPrompt')]
+        .map(e => e.textContent.trim());
+    return p.some(t => /\\[\\d+\\]/.test(t)) && !p.some(t => t.includes('*'));
+}"""
+# What the notebook has shown so far: the prompts and the length of every output.  A lab's runs
+# print a progress line for each experiment, so a notebook whose page has not changed for
+# STALL_S is stuck, not slow.
+PAGE_STATE = """() => [...document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell')]
+    .map(c => (c.querySelector('.jp-InputPrompt')?.textContent || '') + ':'
+              + (c.querySelector('.jp-OutputArea')?.textContent.length || 0)).join(',')"""
+STALL_S = 900
+CHECK_S = 30
+
+
+def guest_tail(guest, lines: int = 40) -> str:
+    try:
+        return "".join(open(guest.log.name, errors="replace").readlines()[-lines:])
+    except OSError:
+        return "(no guest log)"
+
+
+def wait_for_run_all(guest, page, path: str) -> None:
+    """Wait for Run All to end.  Fails at once, with the guest console's last lines (a kernel
+    panic's stack among them), when the guest has stopped; fails when the page has not changed
+    for STALL_S; and RUN_ALL_TIMEOUT_S bounds the whole."""
+    from playwright.sync_api import TimeoutError as PageTimeout
+    began = changed = time.monotonic()
+    state = None
+    while True:
+        try:
+            page.wait_for_function(RUN_ALL_DONE, timeout=CHECK_S * 1000, polling=2000)
+            return
+        except PageTimeout:
+            pass
+        now = time.monotonic()
+        if guest.proc.poll() is not None:
+            raise AssertionError(f"{path}: the guest stopped while the notebook ran "
+                                 f"({now - began:.0f} s in); its console's last lines:\n"
+                                 + guest_tail(guest))
+        seen = page.evaluate(PAGE_STATE)
+        if seen != state:
+            state, changed = seen, now
+        if now - changed > STALL_S or now - began > RUN_ALL_TIMEOUT_S:
+            raise AssertionError(f"{path}: nothing in the notebook changed for {now - changed:.0f} s "
+                                 f"({now - began:.0f} s in; prompts and output lengths: {state}); "
+                                 f"the guest console's last lines:\n" + guest_tail(guest))
+
+
 def run_all_cells(guest, browser, path: str, shots: Path) -> tuple[dict, float, int]:
     """Open the notebook at `path` in JupyterLab, Run All Cells, save it; returns the notebook
     as the server then holds it, the seconds Run All took and the number of plots shown.
@@ -268,15 +320,7 @@ def run_all_cells(guest, browser, path: str, shots: Path) -> tuple[dict, float, 
         page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
         page.get_by_text("Run All Cells", exact=True).click()
         began = time.monotonic()
-        # Run All queues every cell at once ([*]); it is over when no cell waits, whether the
-        # last one ran or an error stopped the rest (the caller checks the saved notebook)
-        page.wait_for_function(
-            """() => {
-                const p = [...document.querySelectorAll(
-                    '.jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell .jp-InputPrompt')]
-                    .map(e => e.textContent.trim());
-                return p.some(t => /\\[\\d+\\]/.test(t)) && !p.some(t => t.includes('*'));
-            }""", timeout=RUN_ALL_TIMEOUT_S * 1000, polling=2000)
+        wait_for_run_all(guest, page, path)
         took = time.monotonic() - began
         page.keyboard.press("Control+s")
         time.sleep(3)
