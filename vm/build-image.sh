@@ -3,6 +3,8 @@
 #   debootstrap bookworm -> chroot: vm/provision.sh (the script Vagrant runs) -> ext4 image.
 # Output (in $CCLAB_VM_CACHE, default ~/.cache/cclab-vm):
 #   lab-<key>.img, vmlinuz-<key>, initrd-<key>, and current -> the newest of them.
+#   vmlinuz-<key>-6.12, initrd-<key>-6.12: the image's second kernel (vm/run.sh --kernel 6.12);
+#   vmlinuz-<key>-6.1 and initrd-<key>-6.1 name the default one.
 # <key> hashes every provisioning input (vm/, kmod/, pyproject.toml), so a changed input builds
 # a new image and an unchanged one is reused. The debootstrapped and provisioned rootfs is also
 # kept, keyed on everything but kmod/, so that a change to the modules only re-runs provisioning.
@@ -13,6 +15,13 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 kit=$(cd "$here/.." && pwd)
 . "$here/lib.sh"
+
+# The image boots Debian 12's 6.1 kernel, the one provisioning builds the kit's modules for and
+# the Vagrant box boots. Debian's 6.12 series (bookworm-security) is installed beside it, with the
+# kit's DKMS modules built for it too, so that the module tests can run on a newer kernel from the
+# same image (make vm-test-kernel2). Only here: vm/provision.sh, which Vagrant runs, stays on 6.1.
+DEFAULT_SERIES=6.1
+SECOND_SERIES=6.12
 
 force=0
 case "${1:-}" in
@@ -32,7 +41,8 @@ mkdir -p "$cache"
 key=$(image_key "$kit")
 base_key=$(base_key "$kit")
 img=$cache/lab-$key.img
-if [ $force -eq 0 ] && [ -f "$img" ] && [ -f "$cache/vmlinuz-$key" ] && [ -f "$cache/initrd-$key" ]; then
+if [ $force -eq 0 ] && [ -f "$img" ] && [ -f "$cache/vmlinuz-$key" ] && [ -f "$cache/initrd-$key" ] \
+   && [ -f "$cache/vmlinuz-$key-$SECOND_SERIES" ] && [ -f "$cache/initrd-$key-$SECOND_SERIES" ]; then
   ln -sfn "lab-$key.img" "$cache/current.img"
   echo "[image] up to date: $img"
   exit 0
@@ -68,6 +78,16 @@ in_chroot() {
   ' in_chroot "$root" "$kit" "$@"
 }
 
+# kernel_of SERIES: the newest kernel release of that series installed in the rootfs (6.1 ->
+# 6.1.0-NN-amd64; 6.1 does not match 6.12.x), or nothing.
+kernel_of() {
+  local k best=
+  for k in $(ls -1 "$root/lib/modules" 2>/dev/null | sort -V); do
+    case "$k" in "$1".[0-9]*) [ -f "$root/boot/vmlinuz-$k" ] && best=$k ;; esac
+  done
+  printf '%s' "$best"
+}
+
 if [ ! -f "$root/.cclab-base-done" ]; then
   rm -rf "$root" "$root.tmp"
   echo "[image] debootstrap bookworm -> $root"
@@ -85,16 +105,55 @@ EOF
 fi
 
 echo "[image] provisioning (vm/provision.sh) in the chroot"
-# The full output goes to a log; its summary lines are shown as they come.
+# The full output goes to a log; its summary lines are shown as they come. A kept rootfs has the
+# second kernel too: provisioning is told to build the modules for the 6.1 one, not the newest.
 plog=$cache/provision.log
-if ! in_chroot env CCLAB_KIT=/run/kit CCLAB_KIT_MOUNT=/kit CCLAB_USER=lab \
+kver=$(kernel_of "$DEFAULT_SERIES")
+if ! in_chroot env CCLAB_KIT=/run/kit CCLAB_KIT_MOUNT=/kit CCLAB_USER=lab ${kver:+CCLAB_KVER=$kver} \
     bash /run/kit/vm/provision.sh > "$plog" 2>&1 < /dev/null; then
   tail -n 30 "$plog" >&2
   die "provisioning failed (last lines above; full log: $plog)"
 fi
 grep -E '^\[provision\]' "$plog" | sed 's/^/  /'
 echo "[image] provisioned after $(( $(date +%s) - t0 )) s"
+kver=$(kernel_of "$DEFAULT_SERIES")
+[ -n "$kver" ] || die "provisioning installed no $DEFAULT_SERIES kernel (/lib/modules: $(ls "$root/lib/modules" | xargs))"
+
+# The second kernel and its headers (meta packages: the newest of the series; no -dbg packages).
+klog=$cache/kernel2.log
+if ! in_chroot env DEBIAN_FRONTEND=noninteractive bash -euc '
+    missing=
+    for p in "linux-image-$1-amd64" "linux-headers-$1-amd64"; do
+      dpkg-query -W -f="\${Status}" "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+    done
+    [ -n "$missing" ] || { echo "linux-image-$1-amd64 already installed"; exit 0; }
+    apt-get update -q
+    apt-get install -y -q --no-install-recommends -o Dpkg::Options::=--force-unsafe-io $missing
+    apt-get clean
+  ' kernel2 "$SECOND_SERIES" > "$klog" 2>&1 < /dev/null; then
+  tail -n 30 "$klog" >&2
+  die "installing the $SECOND_SERIES kernel failed (last lines above; full log: $klog)"
+fi
 touch "$root/.cclab-base-done"
+
+# The kit's modules for the second kernel, as provisioning builds them for the first (it removes
+# every kernel's build when it registers the sources again, so this runs each time).
+kver2=$(kernel_of "$SECOND_SERIES")
+[ -n "$kver2" ] || die "no $SECOND_SERIES kernel in the rootfs after installing it (log: $klog)"
+dkms_conf=$kit/kmod/dkms.conf
+if [ -f "$dkms_conf" ]; then
+  name=$(sed -n 's/^PACKAGE_NAME="\?\([^"]*\)"\?/\1/p' "$dkms_conf")
+  ver=$(sed -n 's/^PACKAGE_VERSION="\?\([^"]*\)"\?/\1/p' "$dkms_conf")
+  [ -n "$name" ] && [ -n "$ver" ] || die "$dkms_conf lacks PACKAGE_NAME or PACKAGE_VERSION"
+  # (installing the headers may have built them already: dkms build then says so and skips)
+  in_chroot bash -euc '
+    out=$(dkms build -m "$1" -v "$2" -k "$3" 2>&1) \
+      || { printf "%s\n" "$out"; cat "/var/lib/dkms/$1/$2/build/make.log" 2>/dev/null; exit 1; }
+    out=$(dkms install -m "$1" -v "$2" -k "$3" --force 2>&1) || { printf "%s\n" "$out"; exit 1; }
+  ' dkms2 "$name" "$ver" "$kver2" >&2 < /dev/null \
+    || die "DKMS build of $name $ver failed for $kver2 (its output above)"
+  echo "[image] kit modules $name $ver built and installed for $kver2"
+fi
 
 # The guest side of vm/run.sh: an init that runs one command and powers off.
 install -m 0755 "$here/guest-init.sh" "$root/usr/local/sbin/cclab-guest-init"
@@ -135,9 +194,10 @@ grep -q 'cclab-lab' "$root/etc/hosts" 2>/dev/null || printf '127.0.1.1\tcclab-la
 rm -f "$root/etc/resolv.conf"
 in_chroot apt-get clean
 
-kver=$(ls -1 "$root/lib/modules" | sort -V | tail -n1)
 cp "$root/boot/vmlinuz-$kver" "$work/vmlinuz"
 cp "$root/boot/initrd.img-$kver" "$work/initrd"
+cp "$root/boot/vmlinuz-$kver2" "$work/vmlinuz2"
+cp "$root/boot/initrd.img-$kver2" "$work/initrd2"
 
 # Size the image to the tree plus headroom for results and module builds.
 used_mb=$(du -sm --exclude=./proc --exclude=./sys "$root" | cut -f1)
@@ -147,6 +207,10 @@ mke2fs -q -t ext4 -L cclab-root -E root_owner=0:0 -d "$root" "$work/lab.img" "${
 
 mv "$work/vmlinuz" "$cache/vmlinuz-$key"
 mv "$work/initrd" "$cache/initrd-$key"
+ln -sfn "vmlinuz-$key" "$cache/vmlinuz-$key-$DEFAULT_SERIES"
+ln -sfn "initrd-$key" "$cache/initrd-$key-$DEFAULT_SERIES"
+mv "$work/vmlinuz2" "$cache/vmlinuz-$key-$SECOND_SERIES"
+mv "$work/initrd2" "$cache/initrd-$key-$SECOND_SERIES"
 mv "$work/lab.img" "$img"
 ln -sfn "lab-$key.img" "$cache/current.img"
 # Keep only the newest image and rootfs: they are large.
@@ -155,4 +219,4 @@ find "$cache" -maxdepth 1 \( -name 'lab-*.img' -o -name 'vmlinuz-*' -o -name 'in
 for d in "$cache"/rootfs-*; do
   [ "$d" = "$root" ] || rm -rf "$d"
 done
-echo "[image] built $img for kernel $kver in $(( $(date +%s) - t0 )) s (target: 600 s)"
+echo "[image] built $img for kernel $kver (and $kver2: vm/run.sh --kernel $SECOND_SERIES) in $(( $(date +%s) - t0 )) s (target: 600 s)"

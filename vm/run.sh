@@ -3,13 +3,15 @@
 # status. The checkout is shared read-write into the guest at /kit, and the command runs there.
 #
 # Usage: vm/run.sh [--timeout SEC] [--cpus N] [--mem MIB] [--env NAME=VALUE]...
-#                  [--systemd] [--forward PORT] -- CMD [ARG...]
+#                  [--systemd] [--forward PORT] [--kernel SERIES] -- CMD [ARG...]
 #
 # --systemd boots the guest as the student's VM: systemd as PID 1 and the VM's services as a
 # Vagrant box runs them (JupyterLab as the lab user); CMD runs as root once they are up, and
 # the checkout is read-only at /kit under a writable layer that stays in the guest.
 # --forward PORT forwards the guest's JupyterLab port (8888) to 127.0.0.1:PORT on this host;
 # with --systemd, run.sh then prints JupyterLab's address with its token once the guest is up.
+# --kernel SERIES boots another of the image's kernels with the same disk: 6.12 (Debian's 6.12
+# series, the kit's modules built for it too) or 6.1 (the default).
 #
 # The image is built first if it is missing or stale (vm/build-image.sh). KVM is used when it
 # can run a guest here, otherwise QEMU's software emulation (TCG). Environment:
@@ -32,6 +34,7 @@ mem=${CCLAB_VM_MEM:-6144}
 envs=()
 init=/usr/local/sbin/cclab-guest-init
 forward=
+kernel=
 while [ $# -gt 0 ]; do
   case "$1" in
     --systemd) init=/usr/local/sbin/cclab-student-init; shift ;;
@@ -40,13 +43,15 @@ while [ $# -gt 0 ]; do
     --cpus) cpus=${2:?--cpus needs a number}; shift 2 ;;
     --mem) mem=${2:?--mem needs MiB}; shift 2 ;;
     --env) envs+=("${2:?--env needs NAME=VALUE}"); shift 2 ;;
+    --kernel) kernel=${2:?--kernel needs a kernel series, e.g. 6.12}; shift 2 ;;
     --) shift; break ;;
-    -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown option $1 (usage: vm/run.sh [--timeout SEC] [--cpus N] [--mem MIB] -- CMD)" ;;
   esac
 done
 [ $# -gt 0 ] || die "no command given (usage: vm/run.sh [options] -- CMD [ARG...])"
 case "$timeout$cpus$mem$forward" in *[!0-9]*) die "--timeout, --cpus, --mem and --forward take whole numbers" ;; esac
+[ -z "$kernel" ] || [[ "$kernel" =~ ^[0-9]+\.[0-9]+$ ]] || die "--kernel takes a kernel series such as 6.12, not '$kernel'"
 net_opts=()
 if [ -n "$forward" ]; then
   # User-mode networking, restricted: the guest reaches nothing; the host's loopback reaches
@@ -70,6 +75,14 @@ fi
 img=$(readlink -f "$cache/current.img")
 key=${img##*/lab-}; key=${key%.img}
 [ -f "$img" ] || die "no image at $img: run vm/build-image.sh"
+vmlinuz=$cache/vmlinuz-$key
+initrd=$cache/initrd-$key
+if [ -n "$kernel" ]; then
+  vmlinuz=$cache/vmlinuz-$key-$kernel
+  initrd=$cache/initrd-$key-$kernel
+  [ -f "$vmlinuz" ] && [ -f "$initrd" ] \
+    || die "the image lab-$key.img has no $kernel kernel: no vmlinuz-$key-$kernel and initrd-$key-$kernel in $cache (vm/build-image.sh adds 6.12 to the default 6.1)"
+fi
 
 # KVM only when it can really run a guest: /dev/kvm may exist where it cannot. The probe boots
 # the kernel with no root filesystem under KVM; it must get as far as its panic. The verdict is
@@ -152,7 +165,7 @@ setpriv --pdeathsig KILL -- \
 qemu-system-x86_64 "${accel_opts[@]}" -M pc -smp "$cpus" -m "$mem" \
   -nodefaults -display none -no-reboot \
   -chardev stdio,id=con,signal=off -serial chardev:con \
-  -kernel "$cache/vmlinuz-$key" -initrd "$cache/initrd-$key" \
+  -kernel "$vmlinuz" -initrd "$initrd" \
   -append "root=/dev/vda rw console=ttyS0 quiet loglevel=3 init=$init panic=-1 softlockup_panic=1 watchdog_thresh=30 tsc=reliable systemd.mask=serial-getty@ttyS0.service systemd.show_status=0" \
   ${net_opts[@]+"${net_opts[@]}"} \
   -drive "file=$img,if=virtio,format=raw,snapshot=on" \
