@@ -42,10 +42,13 @@ vm-image:
 # engine, the link emulation, the kernel modules, the lab command.  The labs themselves run in
 # test-student, as a student runs them.
 VM_PYTEST = python3 -m pytest -v -p no:cacheprovider --durations=25
+# $(call vm_suite,TESTS): the guest's command for an in-VM run of TESTS, between guest-diag.sh's
+# start and report, which names the kernel it runs on.
+vm_suite = sh -c 'vm/guest-diag.sh start; echo "[guest] kernel $$(uname -r)"; \
+	  $(VM_PYTEST) -m "not nightly" $(1); rc=$$?; vm/guest-diag.sh report; exit $$rc'
 vm-test: vm-image
 	$(PYTHON) -m pytest -v -p no:cacheprovider -m "not nightly" tests/vmhost
-	vm/run.sh --timeout $(VM_TIMEOUT) -- sh -c 'vm/guest-diag.sh start; \
-	  $(VM_PYTEST) -m "not nightly" tests/vm; rc=$$?; vm/guest-diag.sh report; exit $$rc'
+	vm/run.sh --timeout $(VM_TIMEOUT) -- $(call vm_suite,tests/vm)
 
 # The kit's modules on the image's second kernel (vm/build-image.sh installs Debian's 6.12 series
 # beside the default 6.1, with the modules built by DKMS for it): the module tests, in a guest
@@ -53,9 +56,7 @@ vm-test: vm-image
 VM_KERNEL2 ?= 6.12
 VM_KERNEL2_TIMEOUT ?= 1800
 vm-test-kernel2: vm-image
-	vm/run.sh --kernel $(VM_KERNEL2) --timeout $(VM_KERNEL2_TIMEOUT) -- sh -c 'vm/guest-diag.sh start; \
-	  echo "[kernel2] $$(uname -r)"; $(VM_PYTEST) -m "not nightly" tests/vm/test_kmod.py; rc=$$?; \
-	  vm/guest-diag.sh report; exit $$rc'
+	vm/run.sh --kernel $(VM_KERNEL2) --timeout $(VM_KERNEL2_TIMEOUT) -- $(call vm_suite,tests/vm/test_kmod.py)
 
 # The nightly tests: on the host, `make scorecard` as the README writes it, in a clean clone.
 # No in-VM test is nightly (a guest booted for none would fail: pytest collects nothing);
