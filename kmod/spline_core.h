@@ -86,6 +86,28 @@ enum spline_mode {
 /* Pacing floor: one segment per second, so the flow can never stall. */
 #define SPLINE_MIN_RATE_SEGS		1
 
+/*
+ * The published code's window floor: 10 segments plus this ACK's segments
+ * (used instead of SPLINE_MIN_CWND when SPLINE_K_PUBLISHED_FLOOR is set).
+ */
+#define SPLINE_PUBLISHED_FLOOR		10
+
+/*
+ * spline_state.knobs: the mechanisms an ablation can change, one bit each.
+ * 0 is the module as described at the top of tcp_spline.c; each bit moves
+ * one mechanism away from that, towards the published code or to "off".
+ * tcp_spline.c sets them from its module parameters when a connection
+ * starts, so a change applies to connections opened afterwards.
+ */
+#define SPLINE_K_RECOVERY_GROWTH 0x01	/* grow in Recovery/Loss too */
+#define SPLINE_K_NO_LOSS_CUT	0x02	/* loss: keep the window (no 4/5) */
+#define SPLINE_K_NO_DRAIN_TEST	0x04	/* PROBE_BW never drains on RTT/cwnd */
+#define SPLINE_K_NO_FAIR_YIELD	0x08	/* no +1 segment/round below 3 */
+#define SPLINE_K_NO_QUEUE_PROBE_RTT 0x10 /* no PROBE_RTT at an epoch's end */
+#define SPLINE_K_PUBLISHED_FLOOR 0x20	/* floor 10 + acked, not 4 */
+#define SPLINE_K_PACING_UP_ONLY	0x40	/* pacing rate never decreases */
+#define SPLINE_K_ALL		0x7f
+
 /* spline_state.flags */
 #define SPLINE_F_LOSS_ROUND	0x01	/* a loss was seen this round */
 #define SPLINE_F_RTT_STALE	0x02	/* min_rtt just expired: refresh */
@@ -113,6 +135,7 @@ struct spline_state {
 	u8 mode_rounds;		/* rounds spent in the current mode */
 	u8 lag_rounds;		/* consecutive rounds without growth */
 	u8 flags;		/* SPLINE_F_* */
+	u8 knobs;		/* SPLINE_K_* (0: the module as described) */
 };
 
 /* What the module reads from the socket on each ACK. */
@@ -130,6 +153,7 @@ struct spline_ack {
 	u32 cwnd_clamp;		/* tp->snd_cwnd_clamp */
 	u32 mss;
 	u32 rand;		/* a random number, for epoch lengths */
+	u64 pacing_rate;	/* the socket's pacing rate now (bytes/s) */
 	bool app_limited;
 	bool cwnd_limited;
 	bool in_recovery;	/* CA state Recovery or Loss */
@@ -261,12 +285,14 @@ static inline void spline_check_probes(struct spline_state *s,
 		break;
 	case SPLINE_PROBE_BW:
 		s->epp++;
-		if (rtt_cong || spline_cwnd_congested(in->cwnd, bdp)) {
+		if (!(s->knobs & SPLINE_K_NO_DRAIN_TEST) &&
+		    (rtt_cong || spline_cwnd_congested(in->cwnd, bdp))) {
 			spline_set_mode(s, SPLINE_DRAIN_PROBE);
 		} else if (s->epp >= s->epoch_len) {
 			s->epp = 0;
 			s->epoch_len = spline_epoch_len(in->rand);
-			if ((u64)s->curr_rtt_us * SPLINE_QUEUE_DEN >
+			if (!(s->knobs & SPLINE_K_NO_QUEUE_PROBE_RTT) &&
+			    (u64)s->curr_rtt_us * SPLINE_QUEUE_DEN >
 			    (u64)s->min_rtt_us * SPLINE_QUEUE_NUM)
 				spline_set_mode(s, SPLINE_PROBE_RTT);
 		}
@@ -293,13 +319,23 @@ static inline void spline_check_probes(struct spline_state *s,
 	}
 }
 
-/* Loss (the kernel asks for ssthresh): cut and remember for undo. */
+/*
+ * Loss (the kernel asks for ssthresh): cut and remember for undo.  With
+ * SPLINE_K_NO_LOSS_CUT the window is kept, as the published code keeps it
+ * (its ssthresh stays at infinity); the loss still ends START_PROBE.
+ */
 static inline u32 spline_on_loss(struct spline_state *s, u32 cwnd, u32 mss)
 {
 	u32 bdp = spline_bdp(s, mss);
 	u32 target;
 
 	s->prior_cwnd = cwnd;
+	if (s->knobs & SPLINE_K_NO_LOSS_CUT) {
+		target = cc_max32(cwnd, SPLINE_MIN_CWND);
+		s->recover_cwnd = target;
+		s->flags |= SPLINE_F_LOSS_ROUND;
+		return target;
+	}
 	target = (u32)div_u64((u64)cwnd * SPLINE_LOSS_BETA_NUM,
 			      SPLINE_LOSS_BETA_DEN);
 	target = cc_max32(target, SPLINE_MIN_CWND);
@@ -358,8 +394,11 @@ static inline struct spline_out spline_on_ack(struct spline_state *s,
 	u32 cwnd = in->cwnd ? in->cwnd : 1;
 	u32 old_cwnd = cwnd;
 	bool round_start = false, loss_in_round = false;
+	/* may the mode's rule grow the window on this ACK? */
+	bool grow = in->cwnd_limited &&
+		    (!in->in_recovery || (s->knobs & SPLINE_K_RECOVERY_GROWTH));
 	u64 bw, throughput;
-	u32 bdp;
+	u32 bdp, floor;
 
 	out.old_mode = s->mode;
 
@@ -444,33 +483,40 @@ static inline struct spline_out spline_on_ack(struct spline_state *s,
 	/*
 	 * 6. Loss recovery: cut to recover_cwnd, or, after an RTO collapsed
 	 * the window, grow back to it by the ACKed amount.  Only while the
-	 * kernel is recovering; afterwards the mode decides again.
+	 * kernel is recovering; afterwards the mode decides again.  With
+	 * SPLINE_K_RECOVERY_GROWTH the cut is made once and the mode's growth
+	 * goes on during recovery, as in the published code, which computes
+	 * the window on every ACK whatever the kernel's state.
 	 */
 	if (!in->in_recovery)
 		s->recover_cwnd = 0;
 	if (s->recover_cwnd) {
-		if (cwnd > s->recover_cwnd)
+		if (cwnd > s->recover_cwnd) {
 			cwnd = s->recover_cwnd;
-		else if (cwnd < s->recover_cwnd)
+			if (s->knobs & SPLINE_K_RECOVERY_GROWTH)
+				s->recover_cwnd = 0;
+		} else if (cwnd < s->recover_cwnd) {
 			cwnd = (u32)cc_min64((u64)cwnd + in->acked,
 					     s->recover_cwnd);
+		}
 	}
 
 	/* 7. The window for the mode. */
 	switch (s->mode) {
 	case SPLINE_START_PROBE:
-		if (in->cwnd_limited && !in->in_recovery)
+		if (grow)
 			cwnd = (u32)cc_min64((u64)cwnd + in->acked, U32_MAX);
 		break;
 	case SPLINE_PROBE_BW:
 		/* back from PROBE_RTT: refill the pipe at once */
 		if (out.old_mode == SPLINE_PROBE_RTT && bdp)
 			cwnd = cc_max32(cwnd, bdp);
-		if (in->cwnd_limited && !in->in_recovery) {
+		if (grow) {
 			/* accumulate acked * k in units of 1/cwnd segment */
 			u64 k = 1, cnt, inc;
 
-			if (s->fairness >= SPLINE_FAIR_YIELD)
+			if (s->fairness >= SPLINE_FAIR_YIELD ||
+			    (s->knobs & SPLINE_K_NO_FAIR_YIELD))
 				k = ((u64)cwnd * s->fairness) >> SPLINE_AGGR_SHIFT;
 			cnt = s->cwnd_cnt +
 			      cc_min64(in->acked, SPLINE_MAX_SAMPLE_SEGS) *
@@ -494,13 +540,20 @@ static inline struct spline_out spline_on_ack(struct spline_state *s,
 	/* growth never beyond max_could_cwnd (it never forces a cut) */
 	if (cwnd > old_cwnd && out.old_mode != SPLINE_PROBE_RTT)
 		cwnd = cc_max32(old_cwnd, cc_min32(cwnd, s->max_could_cwnd));
-	cwnd = cc_max32(cwnd, SPLINE_MIN_CWND);
+	floor = SPLINE_MIN_CWND;
+	if (s->knobs & SPLINE_K_PUBLISHED_FLOOR)
+		floor = (u32)cc_min64((u64)SPLINE_PUBLISHED_FLOOR +
+				      cc_min64(in->acked, SPLINE_MAX_SAMPLE_SEGS),
+				      SPLINE_MAX_CWND);
+	cwnd = cc_max32(cwnd, floor);
 	cwnd = cc_min32(cwnd, SPLINE_MAX_CWND);
 	if (in->cwnd_clamp)
 		cwnd = cc_min32(cwnd, cc_max32(in->cwnd_clamp, SPLINE_MIN_CWND));
 
 	out.cwnd = cwnd;
 	out.pacing_rate = spline_pacing_rate(s, cwnd, mss);
+	if ((s->knobs & SPLINE_K_PACING_UP_ONLY) && out.pacing_rate)
+		out.pacing_rate = cc_max64(out.pacing_rate, in->pacing_rate);
 	out.new_mode = s->mode;
 	return out;
 }

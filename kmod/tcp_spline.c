@@ -81,6 +81,28 @@
  * bbr:(bw:..,mrtt:..,pacing_gain:MODE,cwnd_gain:FAIRNESS), and each mode
  * change fires the spline:spline_mode tracepoint.  See README.md.
  *
+ * Ablation: seven module parameters (bool, mode 0644, read when a
+ * connection starts) each move one mechanism away from the model above, so
+ * that an experiment can tell which one produces a result:
+ *
+ *   recovery_growth  N  Y: the mode's growth goes on in Recovery/Loss (the
+ *                        published code computes the window on every ACK,
+ *                        whatever the kernel's state); N: frozen there
+ *   loss_cut         Y  N: no 4/5 cut on loss (published: ssthresh stays
+ *                        infinite, nothing is cut)
+ *   drain_test       Y  N: PROBE_BW never goes to DRAIN_PROBE on the
+ *                        RTT > 1.25 min_rtt / cwnd > 1.25 BDP test
+ *   fairness_yield   Y  N: no +1 segment per round when fairness_rat < 3
+ *   queue_probe_rtt  Y  N: no PROBE_RTT at an epoch's end (the one after
+ *                        min_rtt expires stays)
+ *   published_floor  N  Y: the window never goes below 10 + acked segments,
+ *                        the published code's floor (not 4)
+ *   pacing_up_only   N  Y: the pacing rate never decreases, as in the
+ *                        published code
+ *
+ * The defaults are the model described above; the kernel refuses a value
+ * that is not a boolean (y/n/1/0).
+ *
  * Compared with the published Spline code this is a reimplementation from
  * its description, with every division guarded (fairness_rat no longer
  * divides by a zero throughput), 64-bit rate arithmetic, counters that can
@@ -98,6 +120,51 @@
 #define CREATE_TRACE_POINTS
 #include "spline_trace.h"
 
+/* Ablation switches (see the header comment); defaults: the model as described. */
+static bool recovery_growth;
+module_param(recovery_growth, bool, 0644);
+MODULE_PARM_DESC(recovery_growth, "grow the window during loss recovery too (default N)");
+static bool loss_cut = true;
+module_param(loss_cut, bool, 0644);
+MODULE_PARM_DESC(loss_cut, "cut the window to 4/5 on loss (default Y)");
+static bool drain_test = true;
+module_param(drain_test, bool, 0644);
+MODULE_PARM_DESC(drain_test, "PROBE_BW drains when RTT > 1.25 min_rtt or cwnd > 1.25 BDP (default Y)");
+static bool fairness_yield = true;
+module_param(fairness_yield, bool, 0644);
+MODULE_PARM_DESC(fairness_yield, "grow by one segment per round when fairness_rat < 3 (default Y)");
+static bool queue_probe_rtt = true;
+module_param(queue_probe_rtt, bool, 0644);
+MODULE_PARM_DESC(queue_probe_rtt, "PROBE_RTT at an epoch's end when a queue is seen (default Y)");
+static bool published_floor;
+module_param(published_floor, bool, 0644);
+MODULE_PARM_DESC(published_floor, "window floor of 10 + acked segments instead of 4 (default N)");
+static bool pacing_up_only;
+module_param(pacing_up_only, bool, 0644);
+MODULE_PARM_DESC(pacing_up_only, "the pacing rate never decreases (default N)");
+
+/* The switches as spline_state.knobs bits (0: all at their defaults). */
+static u8 spline_knobs_now(void)
+{
+	u8 k = 0;
+
+	if (READ_ONCE(recovery_growth))
+		k |= SPLINE_K_RECOVERY_GROWTH;
+	if (!READ_ONCE(loss_cut))
+		k |= SPLINE_K_NO_LOSS_CUT;
+	if (!READ_ONCE(drain_test))
+		k |= SPLINE_K_NO_DRAIN_TEST;
+	if (!READ_ONCE(fairness_yield))
+		k |= SPLINE_K_NO_FAIR_YIELD;
+	if (!READ_ONCE(queue_probe_rtt))
+		k |= SPLINE_K_NO_QUEUE_PROBE_RTT;
+	if (READ_ONCE(published_floor))
+		k |= SPLINE_K_PUBLISHED_FLOOR;
+	if (READ_ONCE(pacing_up_only))
+		k |= SPLINE_K_PACING_UP_ONLY;
+	return k;
+}
+
 /* The per-socket state lives in the socket's congestion-control area. */
 static struct spline_state *spline_ca(struct sock *sk)
 {
@@ -113,6 +180,7 @@ static void spline_init(struct sock *sk)
 
 	spline_init_state(s, tp->delivered, rtt_us, tp->tcp_mstamp,
 			  get_random_u32());
+	s->knobs = spline_knobs_now();
 	tp->snd_ssthresh = TCP_INFINITE_SSTHRESH;
 
 	/* first pacing rate: twice the initial window per RTT (1 ms if none) */
@@ -144,6 +212,7 @@ static void spline_main(struct sock *sk, const struct rate_sample *rs)
 		.cwnd_clamp = tp->snd_cwnd_clamp,
 		.mss = tp->mss_cache,
 		.rand = get_random_u32(),
+		.pacing_rate = READ_ONCE(sk->sk_pacing_rate),
 		.app_limited = rs->is_app_limited,
 		.cwnd_limited = tcp_is_cwnd_limited(sk),
 		.in_recovery = inet_csk(sk)->icsk_ca_state >= TCP_CA_Recovery,
