@@ -103,6 +103,16 @@
  * The defaults are the model described above; the kernel refuses a value
  * that is not a boolean (y/n/1/0).
  *
+ * What lab 3's ablation found (kmod/README.md has the numbers): sharing with
+ * Cubic, Spline starves because it reacts to the other flow's queue twice,
+ * with the drain test (the document's rule) and with the epoch-end
+ * PROBE_RTT (this module's reading: the document names no trigger; the 9/8
+ * threshold and the BDP/2 window are ours).  Under data loss the window
+ * frozen in recovery and the 4/5 cut are also this module's reading (the
+ * published code does neither); they add up with the drain test.  The
+ * defaults stay as the labs measured them until full-mode runs justify a
+ * change.
+ *
  * Compared with the published Spline code this is a reimplementation from
  * its description, with every division guarded (fairness_rat no longer
  * divides by a zero throughput), 64-bit rate arithmetic, counters that can

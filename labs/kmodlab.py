@@ -588,6 +588,77 @@ def lab3_share_samples(root=None) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["run", "competitor", "t", "spline_mbps", "other_mbps"])
 
 
+# ---------------------------------------------------------------- lab 3: Spline taken apart
+
+ABLATION_PREFIX = "lab3-ablate-"
+MODEL = "none (the model)"
+ABLATION_SCENARIOS = {"loss": "20 % data loss, alone", "share": "sharing with Cubic"}
+
+
+def _change(run: RunData) -> str:
+    """The Spline switches a run changed, as "param=value" (MODEL when none)."""
+    ps = _params(run).get("tcp_spline") or {}
+    return " ".join(f"{k}={v}" for k, v in sorted(ps.items())) or MODEL
+
+
+def lab3_ablation_flows(root=None) -> pd.DataFrame:
+    """One row per Spline observation of the ablation and of its baselines: scenario ("loss":
+    Spline alone on lab3-loss-20's link; "share": Spline with Cubic on lab3-share's), change
+    (the switches set, or MODEL), run, flow and value -- Spline's goodput in Mbit/s for "loss",
+    Spline's fraction of the pair's goodput for "share"."""
+    rows = []
+    f = flows("lab3", root)
+    if not len(f):
+        return pd.DataFrame(columns=["scenario", "change", "run", "flow", "value"])
+    by_run = {r.label: r for r in runs("lab3", root)}
+    for run_label, g in f.groupby("run"):
+        r = by_run.get(run_label)
+        if r is None:
+            continue
+        exp = r.experiment
+        if exp == "lab3-loss-20" or exp.startswith(ABLATION_PREFIX + "loss-"):
+            for row in g[g["cca"] == "spline"].itertuples():
+                rows.append({"scenario": "loss", "change": _change(r), "run": run_label,
+                             "flow": row.flow, "value": row.goodput_mbps})
+        elif exp == "lab3-share" or exp.startswith(ABLATION_PREFIX + "share-"):
+            fl = metrics.flow_info(r)
+            gp = g.set_index("flow")["goodput_mbps"]
+            for a, b in _pairs_of(fl):
+                if fl.loc[b, "cca"] != "cubic" or a not in gp.index or b not in gp.index:
+                    continue
+                tot = float(gp[a] + gp[b])
+                rows.append({"scenario": "share", "change": _change(r), "run": run_label,
+                             "flow": a, "value": float(gp[a]) / tot if tot > 0 else math.nan})
+    return pd.DataFrame(rows, columns=["scenario", "change", "run", "flow", "value"])
+
+
+def lab3_ablation(root=None) -> pd.DataFrame:
+    """Per (scenario, change): n, mean, ci_low, ci_high of lab3_ablation_flows' value, and
+    gain: the mean over the model's mean in the same scenario."""
+    f = lab3_ablation_flows(root)
+    if not len(f):
+        return pd.DataFrame(columns=["n", "mean", "ci_low", "ci_high", "gain"])
+    t = ci_table(f, ["scenario", "change"], "value")
+    base = {sc: t.loc[(sc, MODEL), "mean"] for sc in ABLATION_SCENARIOS if (sc, MODEL) in t.index}
+    t["gain"] = [m / base[sc] if base.get(sc) else math.nan
+                 for (sc, _), m in zip(t.index, t["mean"])]
+    return t
+
+
+def lab3_ablation_cause(root=None) -> dict:
+    """The change (one ablation file's switches) that raises each scenario's mean the most:
+    {scenario: change}."""
+    t = lab3_ablation(root)
+    out = {}
+    for sc in ABLATION_SCENARIOS:
+        if sc not in t.index.get_level_values(0):
+            continue
+        g = t.loc[sc].drop(index=MODEL, errors="ignore")
+        if len(g) and g["mean"].notna().any():
+            out[sc] = str(g["mean"].idxmax())
+    return out
+
+
 # ---------------------------------------------------------------- the seed's claims
 
 def compare(a, b, confidence: float = 0.95) -> str:

@@ -98,5 +98,5 @@ def test_lab3_autograder_runs_a_submission_without_a_kit(dist, tmp_path):
     assert "No module named" not in fb and "ModuleNotFoundError" not in fb
     assert "name 'LOSSES' is not defined" not in fb          # the set-up cell ran
     assert "passed: q6 - 1" in fb
-    assert float(row["score"]) == 0 and float(row["possible"]) == 13
+    assert float(row["score"]) == 0 and float(row["possible"]) == 16     # q1-q3, q5, q6, q8
     assert "q1: 0/3 -- the results fail the record check" in fb

@@ -153,8 +153,9 @@ def test_share_runs_start_spline_and_its_competitor_together():
 
 def test_quick_modes_fit_the_budget():
     # flow time plus about 15 s of set-up per run in the software-emulated VM: lab 3 within
-    # 4.5 min, lab 4 (with its two ACK-stall runs, 17 s each) within 5.5 min
-    for lab, budget in (("lab3", 270), ("lab4", 330)):
+    # 8.5 min (4.5 min, and its nine ablation runs of about 26 s each), lab 4 (with its two
+    # ACK-stall runs, 17 s each) within 5.5 min
+    for lab, budget in (("lab3", 510), ("lab4", 330)):
         total = sum(KM.load_experiment(p)[0].planned_length() + 15 for p in files(lab, "quick"))
         assert total < budget, f"{lab}: about {total:.0f} s of runs in quick mode"
 
@@ -341,3 +342,38 @@ def test_a_genuine_lab4_run_passes_every_cross_check(lab4_run):
     for d in runs:
         assert integrity.cross_check(d) == [], d
     assert integrity.problems(lab4_run, "lab4") == []
+
+
+def test_lab3_ablation_reads_each_runs_switches_and_names_the_strongest(tmp_path):
+    """Spline's rows only, one value per connection (loss) or per Spline/Cubic pair (share), the
+    change read from the run's manifest, gain against the unchanged module, and the cause."""
+    from cclab.analysis import synthetic
+    record = {}
+
+    def run(exp, k, ccas, shares, params=None, loss=0.0):
+        d = synthetic.make_run(tmp_path / "lab3" / exp / f"r-{k}", experiment=exp, ccas=ccas,
+                               shares=shares, rate=20e6, duration=4, seed=k + 1)
+        m = json.loads((d / "manifest.json").read_text())
+        m["profile"]["down"]["loss"] = loss
+        if params:
+            m["module_params"] = params
+        (d / "manifest.json").write_text(json.dumps(m))
+        record[f"{exp}/r-{k}"] = {}
+
+    run("lab3-loss-20", 0, ("spline", "bbr"), (0.05, 0.6), loss=20.0)
+    run("lab3-ablate-loss-no-loss-cut", 1, ("spline",), (0.3,), {"tcp_spline": {"loss_cut": "N"}}, 20.0)
+    run("lab3-ablate-loss-recovery-growth", 2, ("spline",), (0.6,), {"tcp_spline": {"recovery_growth": "Y"}}, 20.0)
+    run("lab3-share", 3, ("spline", "cubic"), (0.05, 0.95))
+    run("lab3-ablate-share-no-drain-test", 4, ("spline", "cubic"), (0.4, 0.6), {"tcp_spline": {"drain_test": "N"}})
+    run("lab3-ablate-share-no-fairness-yield", 5, ("spline", "cubic"), (0.1, 0.9), {"tcp_spline": {"fairness_yield": "N"}})
+    (tmp_path / "lab3" / "record.json").write_text(json.dumps({"lab": "lab3", "mode": "quick", "runs": record}))
+
+    f = KM.lab3_ablation_flows(tmp_path)
+    assert len(f[f["scenario"] == "loss"]) == 3 and len(f[f["scenario"] == "share"]) == 3   # no BBR row
+    t = KM.lab3_ablation(tmp_path)
+    assert set(t.index) == {("loss", KM.MODEL), ("loss", "loss_cut=N"), ("loss", "recovery_growth=Y"),
+                            ("share", KM.MODEL), ("share", "drain_test=N"), ("share", "fairness_yield=N")}
+    assert t.loc[("loss", KM.MODEL), "gain"] == 1.0 and t.loc[("share", KM.MODEL), "gain"] == 1.0
+    assert 0.03 < t.loc[("share", KM.MODEL), "mean"] < 0.08 and 0.35 < t.loc[("share", "drain_test=N"), "mean"] < 0.45
+    assert t.loc[("loss", "recovery_growth=Y"), "gain"] > t.loc[("loss", "loss_cut=N"), "gain"] > 3
+    assert KM.lab3_ablation_cause(tmp_path) == {"loss": "recovery_growth=Y", "share": "drain_test=N"}

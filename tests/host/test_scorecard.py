@@ -356,6 +356,20 @@ def test_lab3_overlapping_intervals_are_inconclusive_not_differs(monkeypatch, tm
     r = {x["claim"]: x for x in scorecard.spline_rows({"quick": tmp_path})}
     clean = r["Spline downloads faster than BBR on a clean path"]
     assert clean["verdict"] == "reproduced" and "reproduced only at quick mode's flow length" in clean["why"]
+    assert "mechanism" not in r["Spline faster than BBR under 20 % loss of data"]["why"]     # no ablation ran
+    # with lab 3's ablation: the data-loss row and the Cubic row name the change that helped most
+    abl = pd.DataFrame({"scenario": ["loss", "loss", "share", "share"],
+                        "change": [KM.MODEL, "published_floor=Y", KM.MODEL, "drain_test=N queue_probe_rtt=N"],
+                        "n": [3, 3, 1, 1], "mean": [0.78, 2.08, 0.07, 0.42]}).set_index(["scenario", "change"])
+    monkeypatch.setattr(KM, "lab3_ablation", lambda root=None: abl)
+    monkeypatch.setattr(KM, "lab3_ablation_cause", lambda root=None: {"loss": "published_floor=Y",
+                                                                     "share": "drain_test=N queue_probe_rtt=N"})
+    r = {x["claim"]: x for x in scorecard.spline_rows({"quick": tmp_path})}
+    assert "published_floor=Y gives 2.08 Mbit/s against the model's 0.78 (n=3 and 3)" in \
+        r["Spline faster than BBR under 20 % loss of data"]["why"]
+    assert "drain_test=N queue_probe_rtt=N gives 0.42 of the goodput against the model's 0.07" in \
+        r["fairness_rat makes Spline yield to a competing Cubic flow"]["why"]
+    assert "mechanism" not in r["fairness_rat makes Spline yield to a competing BBR flow"]["why"]
 
 
 def test_every_judged_row_states_its_threshold(lab1_run, lab2_run):
@@ -391,12 +405,15 @@ def test_the_table_and_the_verdicts_read_the_same_thresholds(monkeypatch, lab2_r
 
 # quick-mode files behind a row that compares samples, and the flow time each lab had before
 # they ran three connections per algorithm (labkit.flow_seconds(lab, "quick")); lab 3 since has
-# the document's own loss test too (ack-loss-20: its six 2 s flows end 28 s in)
+# the document's own loss test too (ack-loss-20: its six 2 s flows end 28 s in) and the ablation
+# of Spline (five loss files of three 2 s connections, four 8 s share pairs: 81.5 s)
 INTERVAL_FILES = {"lab1": ("wired", "wifi"), "lab2": ("p1", "p10"),
                   "lab3": ("ack-loss-20", "loss-00", "loss-01", "loss-02", "loss-05", "loss-10",
-                           "loss-20"),
+                           "loss-20", "ablate-loss-recovery-growth", "ablate-loss-no-loss-cut",
+                           "ablate-loss-no-drain-test", "ablate-loss-published-floor",
+                           "ablate-loss-no-loss-reactions"),
                   "lab4": ("wifi-default", "wifi-params")}
-QUICK_FLOW_SECONDS = {"lab1": 78.0, "lab2": 78.5, "lab3": 107.5 + 28.0, "lab4": 139.0 + 34.0}
+QUICK_FLOW_SECONDS = {"lab1": 78.0, "lab2": 78.5, "lab3": 107.5 + 28.0 + 81.5, "lab4": 139.0 + 34.0}
 
 
 def test_quick_mode_compares_one_run_or_three_never_two():
