@@ -8,8 +8,8 @@ vm/run.sh --kernel 6.12): every test asks the running kernel (uname -r), none as
    for this release when make kmod-build kept one from the same sources), DKMS has
    installed both modules for the running kernel, and both load (modprobe, or insmod of the
    fresh build).
-2. Both appear in tcp_available_congestion_control, their parameters refuse bad values,
-   their tracepoints exist, and iperf3 -C picks them per socket: ss shows the name and the
+2. Both appear in tcp_available_congestion_control, their parameters refuse bad values (and
+   a Spline switch set before a connection changes it), their tracepoints exist, and iperf3 -C picks them per socket: ss shows the name and the
    BBR-style info block of each module on the data socket.
 3. Flows over 10 Mbit/s, 50 ms one way and 2 % loss on the data direction.
 4. GEO: 50 Mbit/s, 300 ms each way (600 ms RTT), a deep buffer. SEARCH must leave slow start
@@ -340,6 +340,46 @@ def test_search_parameters_are_validated(mods):
             f.write(v)
         with open(p) as f:
             assert f.read().strip() == v
+
+
+SPLINE_SWITCHES = {"recovery_growth": "N", "loss_cut": "Y", "drain_test": "Y", "fairness_yield": "Y",
+                   "queue_probe_rtt": "Y", "published_floor": "N", "pacing_up_only": "N"}
+
+
+def _spline_param(name, value=None):
+    p = os.path.join("/sys/module/tcp_spline/parameters", name)
+    if value is not None:
+        with open(p, "w") as f:
+            f.write(value)
+    with open(p) as f:
+        return f.read().strip()
+
+
+def test_spline_switches_are_validated_and_reach_new_connections(mods, path):
+    """Lab 3's ablation switches: defaults are the model, the kernel refuses a non-boolean, and
+    a switch set before a connection changes that connection (the published floor: no window
+    the mode tracepoint reports falls below 10 segments, where the model's falls to its 4)."""
+    for name, default in SPLINE_SWITCHES.items():
+        assert _spline_param(name) == default, name
+        for bad in ("maybe", "2", "-1"):
+            with pytest.raises(OSError):
+                _spline_param(name, bad)
+            assert _spline_param(name) == default, f"{name} changed by {bad!r}"
+    path.shape(["rate", "20mbit", "delay", "20ms", "loss", "20%", "limit", "1000"])
+    lowest = {}
+    for floor in ("N", "Y"):
+        try:
+            assert _spline_param("published_floor", floor) == floor
+            tracing_on(["spline/spline_mode"])
+            data = path.iperf3("-C", "spline", "-t", "6")
+        finally:
+            _spline_param("published_floor", "N")
+        assert "error" not in data, data.get("error")
+        cwnds = [int(parse_kv(line)["cwnd"]) for line in trace_lines("spline_mode")]
+        assert cwnds, "no spline:spline_mode event"
+        lowest[floor] = min(cwnds)
+        print(f"\n  published_floor={floor}: {len(cwnds)} mode changes, lowest cwnd {lowest[floor]}")
+    assert lowest["Y"] >= 10 and lowest["N"] < 10, lowest
 
 
 def test_tracepoints_exist(mods):
