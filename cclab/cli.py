@@ -4,6 +4,7 @@
     cclab check FILE                       validate an experiment (or a profile) file, run nothing
     cclab schema [experiment|profile]      the JSON Schema of those files, for editors
     cclab profiles                         list the link profiles
+    cclab shell SPEC                       Mininet's CLI on the experiment's shaped dumbbell
     cclab clean                            remove what a killed run left behind
     cclab plot RUN_DIR [-o PNG]            throughput / cwnd / RTT over time
 
@@ -70,21 +71,34 @@ def cmd_schema(a) -> int:
     return 0
 
 
+def _engine(call):
+    """call()'s result, or exit status 1 with one line when the engine fails."""
+    from . import runner
+    try:
+        return call()
+    except runner.RunError as e:
+        _err(str(e))
+    except (OSError, RuntimeError, ValueError) as e:
+        _err(f"{type(e).__name__}: {e}")
+    return 1
+
+
 def cmd_run(a) -> int:
     from . import runner, spec
     exp = spec.load(a.spec)              # bad input stops here, before anything is created
     progress = (lambda msg: print(msg, file=sys.stderr, flush=True))
-    try:
-        dirs = runner.run(exp, out=a.out, quick=a.quick, progress=progress)
-    except runner.RunError as e:
-        _err(str(e))
-        return 1
-    except (OSError, RuntimeError, ValueError) as e:
-        _err(f"{type(e).__name__}: {e}")
+    dirs = _engine(lambda: runner.run(exp, out=a.out, quick=a.quick, progress=progress))
+    if dirs == 1:
         return 1
     for d in dirs:
         print(d)
     return 0
+
+
+def cmd_shell(a) -> int:
+    from . import shell, spec
+    exp = spec.load(a.spec)              # bad input stops here, before anything is created
+    return _engine(lambda: shell.shell(exp))
 
 
 def cmd_clean(a) -> int:
@@ -131,6 +145,9 @@ def parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_schema)
     p = sub.add_parser("profiles", help="list link profiles")
     p.set_defaults(func=cmd_profiles)
+    h = sub.add_parser("shell", help="Mininet's CLI on an experiment's shaped dumbbell (no flows)")
+    h.add_argument("spec")
+    h.set_defaults(func=cmd_shell)
     k = sub.add_parser("clean", help="remove what a killed run left")
     k.set_defaults(func=cmd_clean)
     g = sub.add_parser("plot", help="plot a run")

@@ -92,9 +92,9 @@ class Interrupted(KeyboardInterrupt):
 
 # ---------------------------------------------------------------- preflight
 
-def preflight(exp: Experiment) -> None:
+def preflight(exp: Experiment, command: str = "cclab run") -> None:
     if os.geteuid() != 0:
-        raise RunError("cclab run needs root (namespaces and qdiscs): try sudo")
+        raise RunError(f"{command} needs root (namespaces and qdiscs): try sudo")
     missing = [t for t in TOOLS if shutil.which(t) is None]
     if exp.measure.capture and shutil.which("tcpdump") is None:
         missing.append("tcpdump")
@@ -252,10 +252,10 @@ def iso(epoch: float) -> str:
 # ---------------------------------------------------------------- signals
 
 @contextmanager
-def signals_raise():
-    """SIGTERM and SIGHUP interrupt the run like Ctrl-C does."""
+def signals_raise(raising=None):
+    """SIGTERM and SIGHUP interrupt the run like Ctrl-C does (or raise `raising(signal name)`)."""
     def handler(signum, frame):
-        raise Interrupted(signal.Signals(signum).name)
+        raise (raising or Interrupted)(signal.Signals(signum).name)
     old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGHUP)}
     try:
         yield

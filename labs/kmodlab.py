@@ -295,11 +295,12 @@ def loss_of(run: RunData) -> float:
     return float(run.direction("down").get("loss") or 0.0)
 
 
-def flows(lab: str, root=None) -> pd.DataFrame:
+def flows(lab: str, root=None, loaded: list[RunData] | None = None) -> pd.DataFrame:
     """cclab.analysis.metrics.flow_metrics of every run, with profile, loss (data direction, %),
-    variant, goodput in Mbit/s, bdp in packets and the flow's start."""
+    variant, goodput in Mbit/s, bdp in packets and the flow's start.  `loaded`: the lab's runs,
+    when the caller has read them already (runs(lab, root))."""
     frames = []
-    for r in runs(lab, root):
+    for r in (runs(lab, root) if loaded is None else loaded):
         fm = metrics.flow_metrics(r)
         if not len(fm):
             continue
@@ -607,10 +608,11 @@ def lab3_ablation_flows(root=None) -> pd.DataFrame:
     (the switches set, or MODEL), run, flow and value -- Spline's goodput in Mbit/s for "loss",
     Spline's fraction of the pair's goodput for "share"."""
     rows = []
-    f = flows("lab3", root)
+    loaded = runs("lab3", root)
+    f = flows("lab3", root, loaded)
     if not len(f):
         return pd.DataFrame(columns=["scenario", "change", "run", "flow", "value"])
-    by_run = {r.label: r for r in runs("lab3", root)}
+    by_run = {r.label: r for r in loaded}
     for run_label, g in f.groupby("run"):
         r = by_run.get(run_label)
         if r is None:
@@ -645,10 +647,10 @@ def lab3_ablation(root=None) -> pd.DataFrame:
     return t
 
 
-def lab3_ablation_cause(root=None) -> dict:
+def lab3_ablation_cause(root=None, table: pd.DataFrame | None = None) -> dict:
     """The change (one ablation file's switches) that raises each scenario's mean the most:
-    {scenario: change}."""
-    t = lab3_ablation(root)
+    {scenario: change}.  `table`: lab3_ablation(root), when the caller has it already."""
+    t = lab3_ablation(root) if table is None else table
     out = {}
     for sc in ABLATION_SCENARIOS:
         if sc not in t.index.get_level_values(0):
