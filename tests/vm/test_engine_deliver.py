@@ -412,6 +412,11 @@ def asym_watch(nodes):
     t_ready = time.time()
     prof = profile_of("wired", ASYM_OVERRIDE)
     out = {"ethtool": {}, "sysctl": {}}
+    # the delay probes first: they need the path idle, the settings read below do not (a
+    # slow guest once spent more than ASYM_START reading them first, and the probes met the flows)
+    warm_up(nodes)
+    out["delays"] = both_ways(nodes, n=60)
+    assert until(t_ready, ASYM_START - 0.3), "the delay probes ran into the flows"
     for node, devs in topo.interfaces(prof).items():
         for dev in devs:
             text = in_ns(nodes[node], "ethtool", "-k", dev)
@@ -432,9 +437,6 @@ def asym_watch(nodes):
         out["sysctl"][node] = {"net.ipv4.ip_forward": sysctl(nodes[node], "net.ipv4.ip_forward")}
     # the size of the node's own TCP socket table (negative: it shares the machine's)
     out["ehash"] = {node: int(sysctl(pid, "net.ipv4.tcp_ehash_entries")) for node, pid in nodes.items()}
-    warm_up(nodes)
-    out["delays"] = both_ways(nodes, n=60)
-    assert until(t_ready, ASYM_START - 0.3), "the watcher ran into the flows"
     return out
 
 
