@@ -72,7 +72,7 @@ def cmd_schema(a) -> int:
 
 
 def _engine(call):
-    """call()'s result, or exit status 1 with one line when the engine fails."""
+    """call()'s result, or None after one line on standard error when the engine fails."""
     from . import runner
     try:
         return call()
@@ -80,7 +80,7 @@ def _engine(call):
         _err(str(e))
     except (OSError, RuntimeError, ValueError) as e:
         _err(f"{type(e).__name__}: {e}")
-    return 1
+    return None
 
 
 def cmd_run(a) -> int:
@@ -88,9 +88,9 @@ def cmd_run(a) -> int:
     exp = spec.load(a.spec)              # bad input stops here, before anything is created
     progress = (lambda msg: print(msg, file=sys.stderr, flush=True))
     dirs = _engine(lambda: runner.run(exp, out=a.out, quick=a.quick, progress=progress))
-    if dirs == 1:
+    if dirs is None:
         return 1
-    for d in dirs:
+    for d in dirs:                       # printed outside _engine: a closed pipe is not a failed run
         print(d)
     return 0
 
@@ -98,7 +98,8 @@ def cmd_run(a) -> int:
 def cmd_shell(a) -> int:
     from . import shell, spec
     exp = spec.load(a.spec)              # bad input stops here, before anything is created
-    return _engine(lambda: shell.shell(exp))
+    rc = _engine(lambda: shell.shell(exp))
+    return 1 if rc is None else rc
 
 
 def cmd_clean(a) -> int:
