@@ -157,6 +157,10 @@ boots=0
 # guest with its stack on the console (panic turns the console verbose): a lab seen hanging in
 # a browser test (CPU#1 stuck for 11 min in a python3 task, 28 Nov 2026) would otherwise wait
 # out the test's hour with nothing to show, and the report's stack is below loglevel 3.
+# A guest stuck where the soft-lockup watchdog cannot see it (a CPU spinning with interrupts
+# off) is taken apart through QEMU's monitor, a socket in the control folder:
+#   python3 -c 'import socket, sys; s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.sendall(b"nmi\n")' "$ctl/monitor.sock"
+# panics it (unknown_nmi_panic) with the stuck CPU's stack on the console.
 start_guest() {
 boots=$((boots + 1))
 t0=$(date +%s.%N)
@@ -166,12 +170,13 @@ qemu-system-x86_64 "${accel_opts[@]}" -M pc -smp "$cpus" -m "$mem" \
   -nodefaults -display none -no-reboot \
   -chardev stdio,id=con,signal=off -serial chardev:con \
   -kernel "$vmlinuz" -initrd "$initrd" \
-  -append "root=/dev/vda rw console=ttyS0 quiet loglevel=3 init=$init panic=-1 softlockup_panic=1 watchdog_thresh=30 tsc=reliable systemd.mask=serial-getty@ttyS0.service systemd.show_status=0" \
+  -append "root=/dev/vda rw console=ttyS0 quiet loglevel=3 init=$init panic=-1 softlockup_panic=1 watchdog_thresh=30 unknown_nmi_panic=1 tsc=reliable systemd.mask=serial-getty@ttyS0.service systemd.show_status=0" \
   ${net_opts[@]+"${net_opts[@]}"} \
   -drive "file=$img,if=virtio,format=raw,snapshot=on" \
   -device virtio-rng-pci \
   -virtfs "local,path=$kit,mount_tag=kit,security_model=none,id=kit" \
   -virtfs "local,path=$ctl,mount_tag=ctl,security_model=none,id=ctl" \
+  -monitor "unix:$ctl/monitor.sock,server=on,wait=off" \
   </dev/null 8>&- &
 qpid=$!
 }

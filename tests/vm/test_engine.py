@@ -89,6 +89,28 @@ def trust(d):
     return fidelity.summary_line(fidelity.verdict(d))
 
 
+STARVED = {"rate_backlogged", "cpu_headroom", "packet_spacing", "link_changes"}
+
+
+def starved(d) -> set:
+    """The fidelity checks that failed on a run and name a guest that fell behind its link."""
+    return {c["name"] for c in fidelity.verdict(d)["checks"] if c["ok"] is False} & STARVED
+
+
+def assert_link_rate(d, got, rate):
+    """A flow's goodput against the rate its link was given.  Never above it (a slow guest
+    cannot serve faster); close to it unless the kit's fidelity verdict says the emulator fell
+    behind in this run.  Beside two CPU hogs on the host, an 80 Mbit/s LEO link served 10.8 %
+    short in two runs of two, and the verdict named it (the queue served at 86 % of its rate);
+    a shortfall the verdict does not explain fails."""
+    assert got <= 1.10 * rate, (got, rate)
+    if near(got, rate):
+        return
+    behind = starved(d)
+    print(f"not judged against the rate: {trust(d)}")
+    assert behind, f"goodput {got / 1e6:.2f} of {rate / 1e6:.2f} Mbit/s: {trust(d)}"
+
+
 def idle_rtt(d, before):
     ping = results.load(d, "ping")
     rtt = ping[(ping.t < before) & (ping.t > -5)].rtt_ms.dropna()
@@ -199,7 +221,7 @@ def test_wired(tmp_path, no_hystart, base_rtt):
     d, man, got = run_for_rate(tmp_path, "wired", flows, (5, 9.2), 50e6 * PAYLOAD,
                                tcp_probe=True, cpu=True)
     assert near(idle_rtt(d, 1.9), 40.0 + base_rtt)
-    assert near(got, 50e6 * PAYLOAD), trust(d)
+    assert_link_rate(d, got, 50e6 * PAYLOAD)
     assert_no_loss(d, 2)
     fl = results.load(d, "flows")
     assert fl.cca_iperf[0] == "cubic" and fl.cca_ss[0] == "cubic"
@@ -250,7 +272,7 @@ def test_starlink_seed_rate_and_rtt(tmp_path, base_rtt):
                              [Flow(cca="cubic", start=1.5, duration=6)], (3.5, 7.7),
                              10e6 * PAYLOAD, override={"down": {"loss": 0}})
     assert near(idle_rtt(d, 1.4), 50.0 + base_rtt)
-    assert near(got, 10e6 * PAYLOAD), trust(d)
+    assert_link_rate(d, got, 10e6 * PAYLOAD)
 
 
 def test_starlink_seed_loss(tmp_path):
@@ -343,7 +365,7 @@ def test_wifi(tmp_path, no_hystart, base_rtt):
     assert len(rtt) >= 80, len(rtt)                # SE of the mean ~ 3.7 ms / sqrt(n)
     print(f"wifi idle RTT: model {model:.2f} ms + VM {base_rtt:.2f} ms")
     assert near(rtt.mean(), model + base_rtt)
-    assert near(got, 50e6 * PAYLOAD), trust(d)
+    assert_link_rate(d, got, 50e6 * PAYLOAD)
     assert_no_loss(d, 2)
 
 
@@ -420,9 +442,8 @@ def test_cellular_follows_trace(tmp_path, base_rtt):
     for t0, t1, served, applied, _ in rows:
         assert served <= applied * 1.05, (t0, served, applied)
     print(fidelity.summary_line(v))
-    starved = {c["name"] for c in v["checks"] if c["ok"] is False} & {
-        "rate_backlogged", "cpu_headroom", "packet_spacing", "link_changes"}
-    assert (statistics.median(errors) < 0.10 and errors[-1] < 0.25) or starved, errors
+    behind = {c["name"] for c in v["checks"] if c["ok"] is False} & STARVED
+    assert (statistics.median(errors) < 0.10 and errors[-1] < 0.25) or behind, errors
 
 
 def test_leo_rtt_changes_at_reconfiguration(tmp_path):
@@ -460,7 +481,7 @@ def test_leo_rate_and_rtt(tmp_path, no_hystart, base_rtt):
     assert results.load(d, "changes").empty
     assert near(idle_rtt(d, 1.9), 30.0 + base_rtt)
     assert man["profile"]["down"]["rate"] * PAYLOAD == rate
-    assert near(got, rate), trust(d)
+    assert_link_rate(d, got, rate)
 
 
 def test_leo_loss(tmp_path):
