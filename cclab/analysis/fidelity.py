@@ -174,7 +174,7 @@ def check_rate_ceiling(run, direction, th: Thresholds):
         t = iv["t0"].to_numpy()
         cum_b = np.concatenate([[0.0], np.cumsum(iv["dbytes"].to_numpy())])
         times = np.concatenate([t, [iv["t1"].iloc[-1]]])
-        worst, worst_ratio = math.nan, -math.inf
+        worst, worst_ratio, worst_exp = math.nan, -math.inf, rate
         for i in range(len(times) - 1):
             j = int(np.searchsorted(times, times[i] + th.ceiling_window))
             if j >= len(times):
@@ -188,12 +188,12 @@ def check_rate_ceiling(run, direction, th: Thresholds):
             exp = run.expected_rate(direction, times[i], times[j])
             limit = exp * (1 + th.rate_ceiling_tol) + _burst_bytes(run, direction) * 8 / dt
             if r / limit > worst_ratio:
-                worst_ratio, worst = r / limit, r
+                worst_ratio, worst, worst_exp = r / limit, r, exp
         if math.isfinite(worst):
             ok = worst_ratio <= 1.0
             return _check("rate_ceiling", ok, worst, expected,
                           f"highest departure rate over {th.ceiling_window:g} s windows "
-                          f"{_mbit(worst)} of a configured {_mbit(rate)}"
+                          f"{_mbit(worst)} of a configured {_mbit(worst_exp)}"
                           + ("" if ok else ": the rate limiter let more through than configured"),
                           direction, "bit/s", source="qdisc")
     bins = _goodput_bins(run, direction, a, b, th.ceiling_window)

@@ -99,8 +99,9 @@ def both_ways(nodes, n=30, gap=0.02):
 # ---------------------------------------------------------------- 1 and 2: LEO changes
 
 # Reconfigurations at 2.5, 4.5, 6.5 and 8.5 s (each after a 40 ms handover outage), down
-# rates re-drawn in 8-16 Mbit/s so that a 25 Mbit/s UDP stream keeps the down queue full
-# (a slow host's guest did not make 40 Mbit/s of it: 17 packets queued where 15-30 was drawn);
+# rates re-drawn in 4-8 Mbit/s so that a 25 Mbit/s UDP stream keeps the down queue full
+# (a slow host's guest did not make 40 Mbit/s of it: 17 packets queued where 15-30 was drawn;
+# beside two CPU hogs it did not keep 8-16 full: 29 packets queued at one change);
 # the profile's 1 % random loss stays on.  An up UDP probe at 1,250 datagrams/s, far below the
 # up rate, makes each handover's loss burst countable; the up buffer is deep so that bursts
 # of the probe's small datagrams (the guest stalls iperf3 now and then) never overflow
@@ -108,7 +109,7 @@ def both_ways(nodes, n=30, gap=0.02):
 # The first change comes 2.5 s in: on a slow host the flows' iperf3 clients take more than
 # a second to start sending (no drop had been seen by 1.5 s, once).
 LEO_OVERRIDE = {"dynamics": {"period": "2s", "offset": "2.5s", "align": "start",
-                             "down_rate": ["8mbit", "16mbit"]},
+                             "down_rate": ["4mbit", "8mbit"]},
                 "up": {"buffer": 1000}}
 LEO_LENGTH = 10
 QDISC_HZ = 25          # the engine's own record of the qdiscs, fine enough around a 40 ms outage
@@ -206,7 +207,7 @@ def test_link_changes_keep_counters_and_queue(leo):
     q = q[(q.dev == "cc-r1-core") & (q.kind == "netem")].sort_values("t")
     assert len(q) > 5 * LEO_LENGTH and (q.drops.diff().dropna() >= 0).all()
     # The backlog survives each change: after the first one the queue is full (25 Mbit/s
-    # into 8-16) and a change keeps it; only the 40 ms outage and the time between two
+    # into 4-8) and a change keeps it; only the 40 ms outage and the time between two
     # samples of the record pass in between.  (tc's reads are too far apart for this on a slow
     # host: none fell within 0.4 s around a change in one run.)
     checked = 0
@@ -259,7 +260,7 @@ def test_leo_rate_redrawn_at_each_reconfiguration(leo):
     pairs = pairs_of(ch, "down")
     rates = [r.rate_bps for _, r in pairs]
     print("drawn down rates (Mbit/s):", [x / 1e6 for x in rates])
-    assert all(8e6 <= x <= 16e6 for x in rates)
+    assert all(4e6 <= x <= 8e6 for x in rates)
     assert len(set(rates)) == len(rates) and max(rates) / min(rates) > 1.15
     # A starved guest serves below the rate it was given (htb's timers fire late): 22.7 % below
     # beside two CPU hogs on the host.  The kit's fidelity verdict says when that happened; then
@@ -277,7 +278,7 @@ def test_leo_rate_redrawn_at_each_reconfiguration(leo):
         got = link_rate(d, "down", a, b)
         print(f"{a:.2f}-{b:.2f} s: ", end="")
         # measured -0.1 % to -8.6 % (four passes at 15-30 Mbit/s); 15 % still tells the draws apart
-        # (12.0 Mbit/s between 14.8 and 14.3): a rate left at the previous draw fails
+        # (6.0 Mbit/s between 7.4 and 7.2): a rate left at the previous draw fails
         close = near(got, r.rate_bps, 0.15)
         assert got <= 1.05 * r.rate_bps, (a, b, got, r.rate_bps)
         assert close or behind, (a, b, got, r.rate_bps, trust(d))
