@@ -56,15 +56,6 @@ def ping(dst: str, interval: float) -> list[str]:
     return ["ping", "-D", "-O", "-n", "-i", f"{interval:g}", dst]
 
 
-def socket_sampler(python: str, hz: float, out: str, ports: list[int]) -> list[str]:
-    return [python, "-m", "cclab.sampler", "sockets", "--hz", f"{hz:g}", "--out", out,
-            "--ports", f"{min(ports)}-{max(ports)}"]
-
-
-def qdisc_sampler(python: str, hz: float, out: str, devs: list[str]) -> list[str]:
-    return [python, "-m", "cclab.sampler", "qdisc", "--hz", f"{hz:g}", "--out", out, *devs]
-
-
 def capture(dev: str, path: str, snaplen: int) -> list[str]:
     return ["tcpdump", "-q", "-n", "-U", "-i", dev, "-s", str(snaplen), "-w", path, "tcp"]
 

@@ -678,15 +678,9 @@ class Run:
             except OSError as e:
                 self.errors.append(f"tcp_probe: {e}")
             self.state.set_trace_instance(None)
-        namespaces = self.state.namespaces()
-        if self.net is not None:
-            self.net.stop()
-        state.kill_in_namespaces(namespaces)       # anything the net's own stop missed
-        left = [pid for pid in state.all_pids() if state.netns_inode(pid) in namespaces]
+        left = self.state.tear_down(self.net.stop if self.net is not None else None)
         if left:
             self.errors.append(f"processes still in the run's namespaces: {left}")
-        else:
-            self.state.release()
 
     def _let_servers_finish(self) -> None:
         """An iperf3 server (-1) writes its JSON -- the receiver's intervals -- and exits once its

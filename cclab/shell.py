@@ -91,12 +91,7 @@ def shell(exp: Experiment, stdin=None) -> int:
         return 0
     finally:
         with runner.signals_held():
-            namespaces = st.namespaces()
-            net.stop()
-            state.kill_in_namespaces(namespaces)
-            left = [pid for pid in state.all_pids() if state.netns_inode(pid) in namespaces]
+            left = st.tear_down(net.stop)
             if left:
                 print(f"cclab shell: processes still in its namespaces: {left}; run `cclab clean`",
                       file=sys.stderr)
-            else:
-                st.release()

@@ -125,6 +125,19 @@ class RunState:
         except FileNotFoundError:
             pass
 
+    def tear_down(self, stop_network=None) -> list[int]:
+        """The last step of a run or a shell: stop its network (`stop_network`, when it was
+        built), kill whatever is still in its namespaces, and forget the record.  Returns the
+        pids still left in them; the record is then kept, for `cclab clean`."""
+        inodes = self.namespaces()
+        if stop_network is not None:
+            stop_network()
+        kill_in_namespaces(inodes)                 # anything the network's own stop missed
+        left = [pid for pid in all_pids() if netns_inode(pid) in inodes]
+        if not left:
+            self.release()
+        return left
+
 
 def read() -> dict | None:
     try:
