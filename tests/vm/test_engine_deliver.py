@@ -340,17 +340,16 @@ def test_leo_handover_loss_burst(leo):
     # windows), and against a loss left at 100 % (the upper bound); the outages' length is
     # judged over all the bursts together.  Beside two CPU hogs on the host, one burst dropped 1
     # of 213 datagrams offered in its window, where 92 fell in the outage's applied instants:
-    # the probe did not run during the outage and sent its datagrams after it.  So each burst is
-    # held to the upper bound, the bursts together to the outages' length, and at least one
-    # burst alone to the lower bound (a handover that drops nothing fails all of them).
-    above = 0
-    for dropped, expected, during in bursts:
-        assert dropped <= 3 * expected + 10, (dropped, expected, during)
-        above += dropped >= 5 * 0.01 * during
+    # the probe did not run during the outage and sent its datagrams after it.  A stall just
+    # before a short outage does the opposite: what the probe held back arrives inside it.  So
+    # the bursts together are held to the outages' length from both sides, and at least one
+    # burst alone to the lower bound (a handover that drops nothing fails all of these; a loss
+    # left at 100 % fails the upper bound and the steady rate below).
+    above = sum(dropped >= 5 * 0.01 * during for dropped, _, during in bursts)
     total, want = sum(b[0] for b in bursts), sum(b[1] for b in bursts)
     print(f"all judged handovers: {total} dropped, about {want:.0f} expected ({total / want:.2f}x); "
           f"{above} of {len(bursts)} bursts each beyond what 1 % loss gives")
-    assert above >= 1 and total >= 0.5 * want, (above, total, want)
+    assert above >= 1 and 0.5 * want <= total <= 3 * want + 10 * len(bursts), (above, total, want)
     # outside the handovers: the profile's 1 % only
     steady = q[(q.t > 0.3) & (q.t < LEO_LENGTH - 0.3)]
     for a, b in windows:
