@@ -446,7 +446,7 @@ def test_cellular_follows_trace(tmp_path, base_rtt):
     assert (statistics.median(errors) < 0.10 and errors[-1] < 0.25) or behind, errors
 
 
-def test_leo_rtt_changes_at_reconfiguration(tmp_path):
+def test_leo_rtt_changes_at_reconfiguration(tmp_path, base_rtt):
     override = {"dynamics": {"period": "3s", "offset": "1.5s", "align": "start"},
                 "down": {"loss": 0}, "up": {"loss": 0}}
     d, _ = run(tmp_path, "leo", [Flow(cca="cubic", protocol="udp", rate="100kbit", duration=10)],
@@ -458,10 +458,13 @@ def test_leo_rtt_changes_at_reconfiguration(tmp_path):
     # each delay is judged from when the engine applied it (changes.csv), not when planned
     edges = [0.0] + list(reconf.t_applied) + [10.0]
     delays = [0.015] + list(reconf.delay_s)
+    # with what the VM itself adds to an RTT (1-1.5 ms; +4 to +7.5 % of these 21-40 ms RTTs
+    # when it was left out, and a CI run went past 10 %)
     for (a, b), delay in zip(zip(edges, edges[1:]), delays):
         w = ping[(ping.t > a + 0.25) & (ping.t < b - 0.1)].rtt_ms.dropna()
         assert len(w) > 10
-        assert near(statistics.median(w), 2000 * delay), (a, b, delay, statistics.median(w))
+        assert near(statistics.median(w), 2000 * delay + base_rtt), \
+            (a, b, delay, statistics.median(w))
     # applied on time (measured: a few ms), or later only where the verdict says so
     late = (reconf.t_applied - reconf.t_planned).abs()
     assert late.max() <= fidelity.Thresholds().change_late_max or \
