@@ -18,7 +18,7 @@ import threading
 import time
 from pathlib import Path
 
-from . import results
+from . import files, results
 
 
 def read_stat(path: str = "/proc/stat") -> dict[str, tuple[int, int]]:
@@ -97,5 +97,5 @@ class CpuSampler:
                 continue
             lines.append(f"{e - t0:.3f},{k},{v:.4f}")
         path = Path(run_dir) / "cpu.csv"
-        results.write_atomic(path, "\n".join(lines) + "\n")
+        files.write_atomic(path, "\n".join(lines) + "\n")
         return path

@@ -363,7 +363,7 @@ def _probe_int(kv: dict, key: str) -> int | None:
 
 
 _EVENT = re.compile(r"\s(\d+\.\d+): (spline_mode|search_exit): (.*)$")
-_EVENT_TABLE = {"spline_mode": "spline", "search_exit": "search"}
+_EVENT_TABLE = {ev.split(":", 1)[1]: table for ev, table in MODULE_EVENTS.items()}
 
 
 def parse_module_events(text: str, mono0: float, flow_of) -> dict[str, list[dict]]:

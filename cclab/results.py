@@ -30,9 +30,9 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
-import tempfile
 from pathlib import Path
+
+from .files import write_atomic  # noqa: F401  (results.write_atomic: the tables' writer)
 
 TABLES = {
     "flows": ["flow", "cca", "direction", "pair", "sender", "receiver", "port", "protocol",
@@ -59,29 +59,6 @@ TABLES = {
     "search": ["t", "flow", "sport", "dport", "reason", "cwnd", "norm_diff", "elapsed_us",
                "bin_us"],
 }
-
-
-def write_atomic(path: Path, data: str | bytes) -> None:
-    """Write a file so it appears whole or not at all."""
-    path = Path(path)
-    if not path.parent.is_dir():        # a stat: mkdir's refusal costs more under emulation
-        path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.fchmod(fd, 0o666 & ~umask)        # mkstemp makes 0600; results are for everyone
-        with os.fdopen(fd, "wb") as f:
-            f.write(data.encode() if isinstance(data, str) else data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 def write_json(path: Path, obj) -> None:

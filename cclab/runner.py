@@ -15,7 +15,6 @@ One run, in order:
 from __future__ import annotations
 
 import functools
-import hashlib
 import math
 import os
 import platform
@@ -28,7 +27,7 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import dynamics, measure, netlink, results, state, tc, topo
+from . import dynamics, files, measure, netlink, results, state, tc, topo
 from .profiles import KIT_DIR
 from .spec import MODULE_EVENTS, Experiment, available_ccas
 
@@ -159,11 +158,7 @@ def sha256(path: str) -> str | None:
         key = (path, st.st_size, st.st_mtime_ns, st.st_ino)
         if key in _hashes:
             return _hashes[key]
-        h = hashlib.sha256()
-        with open(path, "rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                h.update(chunk)
-        _hashes[key] = h.hexdigest()
+        _hashes[key] = files.sha256(path)
         return _hashes[key]
     except OSError:
         return None
@@ -311,6 +306,9 @@ class Run:
         self.batch = {}                             # node -> tc -batch Popen
         self.stopping = threading.Event()           # ends the link-change thread
         self.dyn_thread = None
+        # worked out once: the run's loop asks for each client's deadline every 50 ms, and the
+        # path's worst RTT cost the guest 0.4 s of CPU a run during the flows when recomputed
+        self.patience = patience(exp.link)
 
     # -- helpers
     def popen(self, node, argv, what, stdout=None, env=None):
@@ -502,7 +500,7 @@ class Run:
         f = self.exp.flows[k - 1]
         if f.duration is None:
             return limit + CLIENT_GRACE_S
-        return spawned + f.duration + 2 * patience(self.exp.link) + CLIENT_GRACE_S
+        return spawned + f.duration + 2 * self.patience + CLIENT_GRACE_S
 
     def _stalled(self, flows: list[int], message: str) -> None:
         """Raise the RunError for flows that did not end well, naming the UDP flows among
@@ -557,7 +555,7 @@ class Run:
         t = self.now()
         p = self.popen(self.net.node(sender), measure.iperf_client(
             f, topo.address(receiver), exp.port(i), exp.measure.iperf_interval,
-            connect_timeout=patience(exp.link)),
+            connect_timeout=self.patience),
             f"iperf3 client {i + 1}", stdout=out)
         out.close()
         self.clients[i + 1] = (p, t)
@@ -695,7 +693,7 @@ class Run:
         ok = {i for i, (p, _) in self.clients.items() if p.returncode == 0}
         servers = [(what, p) for what, p in self.procs
                    if what.startswith("iperf3 server") and int(what.rsplit(" ", 1)[1]) in ok]
-        grace = max(SERVER_GRACE_S, patience(self.exp.link))
+        grace = max(SERVER_GRACE_S, self.patience)
         deadline = time.monotonic() + grace
         while any(p.poll() is None for _, p in servers) and time.monotonic() < deadline:
             time.sleep(0.05)

@@ -29,7 +29,14 @@ from .units import SpecError
 
 # ---------------------------------------------------------------- bounds
 
-MTU = 1500                      # bytes per packet (profiles.MTU)
+# The packet geometry every part of the kit counts with (one source: the engine's qdiscs, the
+# trace player, the analysis and the labs import these).
+MTU = 1500                      # bytes per IP packet on every emulated link
+WIRE_OVERHEAD = 14              # the Ethernet header htb, tbf and netem count with each packet
+WIRE_PACKET = MTU + WIRE_OVERHEAD     # bytes a full-size packet costs a qdisc
+TCP_IP_HEADERS = 52             # IPv4 20 + TCP 20 + the timestamps option 12
+MSS = MTU - TCP_IP_HEADERS      # 1448: payload bytes of a full-size segment
+
 MAX_RATE = 10e9                 # bit/s, any link rate (10 Gbit/s: beyond what the emulator carries)
 MAX_DELAY = 10.0                # s, one-way delay, jitter, tbf latency, netem slot gaps (GEO: 0.3)
 MAX_FLOW_TIME = 3600.0          # s, a flow's start and its duration, the tail, dynamics periods
@@ -406,6 +413,37 @@ def _profile_ref(value):
     return value
 
 
+# A module parameter of the lab's [lab.module_params] table: the module's name (tcp_spline,
+# tcp_cubic, ...) and the parameter's, as /sys/module/<module>/parameters/<param> spells them
+ModuleName = Annotated[str, StringConstraints(strict=True, pattern=r"^tcp_[a-z0-9_]{1,40}$")]
+ParamName = Annotated[str, StringConstraints(strict=True, pattern=r"^[a-z][a-z0-9_]{0,40}$")]
+MAX_PARAM = 1 << 31                 # a module parameter's value: an int (or a bool) the kernel takes
+
+
+def _param_value(value):
+    if isinstance(value, bool) or (isinstance(value, int) and -MAX_PARAM <= value < MAX_PARAM):
+        return value
+    raise ValueError(f"expected an integer from {-MAX_PARAM} to {MAX_PARAM - 1} or true/false, "
+                     f"got {value!r}")
+
+
+ParamValue = Annotated[Any, BeforeValidator(_param_value), WithJsonSchema(
+    {"anyOf": [{"type": "boolean"},
+               {"type": "integer", "minimum": -MAX_PARAM, "maximum": MAX_PARAM - 1}]})]
+
+
+class LabModel(Model):
+    """The lab's own settings in an experiment file: read by the lab's code (labkit, kmodlab),
+    not by the engine, which runs the file as if the table were not there."""
+    module_params: dict[ModuleName, dict[ParamName, ParamValue]] = Field(
+        {}, description="module parameters set before the experiment and put back after it "
+                        "(labs 3 and 4)")
+    own_link: Optional[Text] = Field(None, description="why this file keeps its link for every "
+                                     "student instead of the student's own (a reason, not a flag)")
+    student: Optional[dict[str, Any]] = Field(None, description="written by the lab: the student "
+                                              "whose link the run used; not for files")
+
+
 class ExperimentModel(Model):
     """An experiment file (examples/, labs/)."""
     name: Optional[Name] = Field(None, description="default: the file's name")
@@ -430,9 +468,9 @@ class ExperimentModel(Model):
     rto_min: Duration(MAX_RTO_MIN, "the floor of every host's retransmission timeout (its "
                       "default route's rto_min; Linux's own is 200 ms)", positive=True,
                       optional=True) = None
-    lab: Optional[dict[str, Any]] = Field(None, description="the lab's own settings (e.g. "
-                                          "[lab.module_params]), read by the lab's code, not the "
-                                          "engine")
+    lab: Optional[LabModel] = Field(None, description="the lab's own settings (e.g. "
+                                    "[lab.module_params]), read by the lab's code, not the "
+                                    "engine")
 
 
 # ---------------------------------------------------------------- errors

@@ -26,10 +26,8 @@ import math
 from dataclasses import dataclass
 
 from .profiles import MTU, Direction
+from .schema import WIRE_PACKET
 from .units import tc_percent, tc_rate, tc_size, tc_time
-
-WIRE_PACKET = MTU + 14          # what htb/tbf count per full-size packet
-
 
 @dataclass(frozen=True)
 class LinkState:

@@ -22,9 +22,10 @@ import sys
 from pathlib import Path
 
 from . import units
+from .schema import MTU
 from .units import SpecError
 
-PACKET_BITS = 1500 * 8
+PACKET_BITS = MTU * 8
 
 
 def parse(text: str, field: str = "trace") -> list[int]:
@@ -141,7 +142,7 @@ def main(argv=None) -> int:
         return 2
     text = format_trace(generate(a.seconds, mean, a.seed, low=low, high=high, hold=a.hold))
     if a.output:
-        from .results import write_atomic
+        from .files import write_atomic
         write_atomic(Path(a.output), text)
     else:
         sys.stdout.write(text)

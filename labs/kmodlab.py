@@ -26,9 +26,8 @@ from __future__ import annotations
 import json
 import math
 import os
-import shutil
 import sys
-import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -60,6 +59,7 @@ if _ENGINE is not None:
 
 from cclab.analysis import events, metrics, stats  # noqa: E402
 from cclab.analysis.data import RunData  # noqa: E402
+from cclab.schema import MODULE_EVENTS  # noqa: E402
 
 PARAMS_DIR = Path("/sys/module")
 
@@ -118,19 +118,8 @@ def restore_params(before: dict) -> None:
 # ---------------------------------------------------------------- running
 
 def load_experiment(path: Path, link: dict | None = None):
-    """(Experiment, the file's [lab] table) -- the engine sees the file without [lab]; on the
-    student's link when given (labkit.student_link)."""
-    from cclab import profiles, spec
-    table = profiles.load_toml(path, "experiment")
-    lab = table.get("lab") or {}
-    engine = {k: v for k, v in table.items() if k != "lab"}
-    exp = spec.from_dict(engine, Path(path).stem, Path(path).parent)
-    if link:
-        table = labkit.linked_table(table, link, exp.link)
-        engine = {k: v for k, v in table.items() if k != "lab"}
-        exp = spec.from_dict(engine, Path(path).stem, Path(path).parent)
-    exp.given = table
-    return exp, lab
+    """(Experiment, the file's [lab] table), on the student's link when given: labkit's."""
+    return labkit.load_experiment(Path(path), None, link)
 
 
 def _modprobe(mods) -> None:
@@ -140,44 +129,40 @@ def _modprobe(mods) -> None:
             subprocess.run(["modprobe", m], capture_output=True)
 
 
+class ModuleParams(labkit.LabHooks):
+    """labkit.run_lab's hooks for labs 3 and 4: each experiment file's [lab] table may set the
+    kit's modules' parameters ({module: {param: value}}); they are set before the experiment,
+    checked, and put back after it, and each run's manifest says which values it had."""
+
+    takes_ccas = False
+
+    def begin(self) -> None:
+        _modprobe(["tcp_spline", "tcp_search"])
+
+    def describe(self, extra: dict) -> str:
+        params = extra.get("module_params") or {}
+        return f", parameters {params}" if params else ""
+
+    @contextmanager
+    def around(self, exp, extra: dict):
+        params = extra.get("module_params") or {}
+        _modprobe(params)
+        before = set_params(params)
+        try:
+            yield read_params(params)
+        finally:
+            restore_params(before)
+
+    def after(self, run_dir: Path, extra: dict, held) -> None:
+        from cclab.analysis.data import write_manifest_key
+        write_manifest_key(run_dir, "module_params", held)
+        super().after(run_dir, extra, held)
+
+
 def run(lab: str, run_mode: str | None = None, root=None, progress=print,
         who: dict | None = None) -> Path:
-    """Run (or load, like labkit.run_lab) every experiment of lab 3 or 4, on the enrolled
-    student's link (labkit.student, or `who`); labkit.run_staged keeps earlier results and, for
-    the unprivileged lab user, goes through the lab command."""
-    who = who or labkit.student(root)
-    link = labkit.student_link(lab, who)
-
-    def experiments(out: Path) -> list[Path]:
-        from cclab import runner
-        from cclab.analysis.data import write_manifest_key
-        _modprobe(["tcp_spline", "tcp_search"])
-        dirs = []
-        for path in labkit.experiment_files(lab, run_mode):
-            exp, extra = load_experiment(path, link)
-            params = extra.get("module_params") or {}
-            if progress:
-                progress(f"{lab}: {exp.name}: {len(exp.flows)} flow(s), {exp.repetitions} repetition(s)"
-                         + (f", parameters {params}" if params else ""))
-            _modprobe(params)
-            before = set_params(params)
-            try:
-                got = read_params(params)
-                t = time.monotonic()
-                new = runner.run(exp, out=out, progress=progress, judge=labkit.untrusted)
-                if progress:
-                    progress(f"{lab}: {exp.name} took {time.monotonic() - t:.0f} s")
-            finally:
-                restore_params(before)
-            for d in new:
-                write_manifest_key(d, "module_params", got)
-                labkit._fidelity(d)
-                dirs.append(d)
-        return dirs
-
-    run_mode = run_mode or labkit.mode()
-    return labkit.run_staged(lab, run_mode, root, experiments, progress,
-                             {"student": who if link else None})
+    """Run (or load) every experiment of lab 3 or 4: labkit.run_lab with ModuleParams."""
+    return labkit.run_lab(lab, run_mode, root, progress=progress, who=who, hooks=ModuleParams())
 
 
 # ---------------------------------------------------------------- checks of a real run
@@ -194,7 +179,7 @@ def verify(lab: str, root=None) -> list[str]:
         rel = d.name
         spec = m.get("spec") or {}
         for ev in (spec.get("measure") or {}).get("events") or []:
-            table = {"spline:spline_mode": "spline", "search:search_exit": "search"}.get(ev)
+            table = MODULE_EVENTS.get(ev)
             if table and not (d / f"{table}.csv").is_file():
                 bad.append(f"{rel}: {ev} asked for but {table}.csv is missing")
         bad += [f"{rel}: {b}" for b in _loss_check(d, m)]

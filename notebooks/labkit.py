@@ -29,6 +29,7 @@ import shutil
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pandas as pd
@@ -237,6 +238,8 @@ def describe_link(lab: str, root=None) -> str:
 # ---------------------------------------------------------------- hashing
 
 def sha256(path) -> str:
+    """A file's SHA-256 (the records' digests).  labkit's own, not cclab.files.sha256: the
+    student versions of labs 1 and 2 ship labkit without the engine, and verify() runs there."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
@@ -330,9 +333,11 @@ def _available() -> list[str]:
         return []
 
 
-def _load_experiment(path: Path, only_ccas=None, link: dict | None = None):
-    """An experiment file of a lab, with only the flows of `only_ccas` (when given) and on the
-    student's link (student_link: None keeps the file's)."""
+def load_experiment(path: Path, only_ccas=None, link: dict | None = None):
+    """(Experiment, its [lab] table) of a lab's experiment file, with only the flows of
+    `only_ccas` (when given) and on the student's link (student_link: None keeps the file's).
+    The engine validates the whole file, [lab] included (cclab.schema.LabModel), and runs it
+    without [lab]."""
     kit = kit_root()
     if str(kit) not in sys.path:
         sys.path.insert(0, str(kit))
@@ -350,7 +355,12 @@ def _load_experiment(path: Path, only_ccas=None, link: dict | None = None):
         table = linked_table(table, link, exp.link)
         exp = spec.from_dict(table, path.stem, path.parent)
     exp.given = table
-    return exp
+    return exp, table.get("lab") or {}
+
+
+def _load_experiment(path: Path, only_ccas=None, link: dict | None = None):
+    """The Experiment of load_experiment, without its [lab] table."""
+    return load_experiment(path, only_ccas, link)[0]
 
 
 def close_gaps(flows: list[dict], kept: list[int]) -> list:
@@ -382,28 +392,9 @@ def _tsg(run_dir: Path) -> None:
     caps = sorted((run_dir / "raw").glob("capture-*.pcap"))
     if not caps or shutil.which("tshark") is None:
         return
+    from cclab.analysis import tshark
     start = json.loads((run_dir / "manifest.json").read_text())["start_epoch"]
-    # At the sender's interface, where the capture is taken, a data segment below the highest
-    # sequence number already sent is a retransmission, whichever name tshark gives it: it calls
-    # one "out-of-order" when it follows the previous segment within the initial RTT, as a busy
-    # sender's fast retransmissions do (a run in the lab VM: 73 retransmissions, none flagged
-    # tcp.analysis.retransmission).
-    fields = ["frame.time_epoch", "tcp.srcport", "tcp.dstport", "tcp.seq", "tcp.ack", "tcp.len",
-              "tcp.analysis.retransmission", "tcp.analysis.duplicate_ack",
-              "tcp.analysis.fast_retransmission", "tcp.analysis.out_of_order"]
-    argv = ["tshark", "-r", str(caps[0]), "-Y", "tcp", "-T", "fields", "-E", "separator=,"]
-    for f in fields:
-        argv += ["-e", f]
-    out = subprocess.run(argv, capture_output=True, text=True, timeout=600).stdout
-    lines = ["t,sport,dport,seq,ack,len,retrans,dupack"]
-    for line in out.splitlines():
-        p = line.split(",")
-        if len(p) < 10 or not p[0]:
-            continue
-        retrans = p[6] or p[8] or p[9]
-        lines.append(",".join([f"{float(p[0]) - start:.6f}", p[1], p[2], p[3] or "0", p[4] or "0",
-                               p[5] or "0", "1" if retrans else "0", "1" if p[7] else "0"]))
-    (run_dir / "tsg.csv").write_text("\n".join(lines) + "\n")
+    tshark.time_sequence(caps[0], start).to_csv(run_dir / "tsg.csv", index=False)
     for c in caps:                      # the capture stays in the VM; its digest goes on record
         (run_dir / "raw" / (c.name + ".sha256")).write_text(sha256(c) + "\n")
         c.unlink()
@@ -439,6 +430,7 @@ def run_thresholds(profile: dict) -> dict:
     < 20 (P=1 flows at 2 % loss, never queueing); leo 87.6 of 88.8 Mbit/s with 100-200 queued.
     With the default of 2 packets those runs failed rate_backlogged (56-89 %) although the
     guest's CPUs were 70 % idle."""
+    from cclab.schema import WIRE_PACKET
     th = dict(LAB_THRESHOLDS)
     dyn = (profile or {}).get("dynamics") or {}
     for d in ("down", "up"):
@@ -449,7 +441,7 @@ def run_thresholds(profile: dict) -> dict:
         # the delay line's extra packets when the sender outpaces the link (slow start: twice)
         hold += delay
         if hold > 0 and rate:
-            pkts = math.ceil(rate * hold / 8 / 1514)
+            pkts = math.ceil(rate * hold / 8 / WIRE_PACKET)
             th["backlog_min_pkts"] = max(th.get("backlog_min_pkts", 2.0), float(pkts))
     return th
 
@@ -477,28 +469,70 @@ def untrusted(run_dir: Path) -> str | None:
         for c in fid.get("checks") or [] if c.get("ok") is False) or "fidelity verdict not OK"
 
 
+class LabHooks:
+    """What a lab adds around the engine when run_lab runs its experiments.  These defaults are
+    labs 1 and 2's (the flows of the chosen congestion controls, a time-sequence graph where a
+    run captured its packets); kmodlab.ModuleParams is labs 3 and 4's (module parameters set
+    before each experiment and put back after it)."""
+
+    takes_ccas = True                   # the lab's record names the congestion controls chosen
+
+    def load(self, path: Path, ccas, link):
+        """(Experiment, its [lab] table) of one experiment file."""
+        return load_experiment(Path(path), ccas, link)
+
+    def begin(self) -> None:
+        """Before the lab's first experiment."""
+
+    def describe(self, extra: dict) -> str:
+        """What the progress line adds about one experiment."""
+        return ""
+
+    @contextmanager
+    def around(self, exp, extra: dict):
+        """Held while the engine runs one experiment (all its repetitions); yields what
+        after() is given for each of its runs."""
+        yield None
+
+    def after(self, run_dir: Path, extra: dict, held) -> None:
+        """Once per run folder the engine made."""
+        _tsg(run_dir)
+        _fidelity(run_dir)
+
+
 def run_lab(lab: str, run_mode: str | None = None, root=None, ccas=None, progress=print,
-            who: dict | None = None) -> Path:
+            who: dict | None = None, hooks: LabHooks | None = None) -> Path:
     """Run (or, when results exist or CCLAB_REPLAY=1, load) every experiment of a lab, on the
-    link of the student enrolled in root (or `who`, {"id", "code"}: the lab command's caller)."""
+    link of the student enrolled in root (or `who`, {"id", "code"}: the lab command's caller).
+    `hooks` (LabHooks by default) adds what the lab needs around the engine's runs."""
+    hooks = hooks or LabHooks()
     who = who or student(root)
     link = student_link(lab, who)
 
     def experiments(out: Path) -> list[Path]:
         from cclab import runner
+        hooks.begin()
         dirs = []
         for path in experiment_files(lab, run_mode):
-            exp = _load_experiment(path, ccas, link)
+            exp, extra = hooks.load(path, ccas, link)
             if progress:
-                progress(f"{lab}: {exp.name}: {len(exp.flows)} flow(s), {exp.repetitions} repetition(s)")
-            for d in runner.run(exp, out=out, progress=progress, judge=untrusted):
-                _tsg(d)
+                progress(f"{lab}: {exp.name}: {len(exp.flows)} flow(s), {exp.repetitions} "
+                         f"repetition(s)" + hooks.describe(extra))
+            t = time.monotonic()
+            with hooks.around(exp, extra) as held:
+                made = runner.run(exp, out=out, progress=progress, judge=untrusted)
+            if progress:
+                progress(f"{lab}: {exp.name} took {time.monotonic() - t:.0f} s")
+            for d in made:
+                hooks.after(d, extra, held)
                 dirs.append(d)
         return dirs
 
     run_mode = run_mode or mode()
-    return run_staged(lab, run_mode, root, experiments, progress,
-                      {"ccas": ccas, "student": who if link else None})
+    record = {"student": who if link else None}
+    if hooks.takes_ccas:
+        record = {"ccas": ccas, **record}
+    return run_staged(lab, run_mode, root, experiments, progress, record)
 
 
 # ---------------------------------------------------------------- results kept safe
@@ -1129,7 +1163,10 @@ def handovers(lab: str, experiment: str, root=None) -> int:
     return int(ch.loc[ch["why"] == "handover", "t_planned"].nunique())
 
 
-def mathis_mbps(rtt_s: float, p: float, mss: int = 1448) -> float:
+MSS = 1448       # cclab.schema.MSS, here too: lab 2's student version has labkit without the engine
+
+
+def mathis_mbps(rtt_s: float, p: float, mss: int = MSS) -> float:
     """Mathis et al.: throughput <= 1.22 x MSS / (RTT x sqrt(p))."""
     return 1.22 * mss * 8 / (rtt_s * math.sqrt(p)) / 1e6
 

@@ -14,10 +14,8 @@ from pathlib import Path
 import pandas as pd
 
 from cclab import results
+from cclab.schema import MTU
 
-MTU = 1500                 # bytes per packet on the emulated link (as the engine assumes)
-WIRE_OVERHEAD = 14         # Ethernet header counted by htb/tbf/netem per packet
-TCP_IP_HEADERS = 52        # IPv4 20 + TCP 20 + timestamps 12
 INFINITE_SSTHRESH = 2147483647     # what tcp_probe prints while ssthresh is "infinite"
 
 # Tables this package reads that the engine may record (documented columns, `t` in s since

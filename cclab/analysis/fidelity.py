@@ -34,9 +34,8 @@ import numpy as np
 import pandas as pd
 
 from . import metrics
-from .data import MTU, TCP_IP_HEADERS, WIRE_OVERHEAD, RunData, write_manifest_key
-
-WIRE = MTU + WIRE_OVERHEAD
+from .data import RunData, write_manifest_key
+from cclab.schema import MTU, TCP_IP_HEADERS, WIRE_OVERHEAD, WIRE_PACKET as WIRE
 RATE_CHECKS = ("rate_ceiling", "rate_backlogged", "link_limited")
 
 
@@ -136,7 +135,7 @@ def _burst_bytes(run: RunData, direction: str) -> float:
     d = run.direction(direction)
     if d.get("burst"):
         return float(d["burst"])
-    return max(2 * WIRE, run.rate(direction) / 8 * 0.004)
+    return max(2 * WIRE, run.rate(direction) / 8 * 0.004)    # tc.default_burst's depth
 
 
 def payload_fraction(mss: float = metrics.DEFAULT_MSS) -> float:

@@ -24,8 +24,7 @@ import pandas as pd
 
 from . import stats
 from .data import INFINITE_SSTHRESH, RunData, as_runs
-
-DEFAULT_MSS = 1448
+from cclab.schema import MSS as DEFAULT_MSS
 
 
 def _num(df: pd.DataFrame, col: str) -> pd.Series:

@@ -17,10 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from cclab import results
-
-WIRE = 1514
-MSS = 1448
+from cclab import files, results
+from cclab.schema import MSS, MTU, WIRE_PACKET as WIRE
 
 
 def make_run(path, experiment: str = "synthetic", repetition: int = 1, ccas=("cubic", "bbr"),
@@ -39,7 +37,6 @@ def make_run(path, experiment: str = "synthetic", repetition: int = 1, ccas=("cu
     shares = list(shares) if shares is not None else [1.0 / n] * n
     ss_exit = list(ss_exit) if ss_exit is not None else [0.04 + 0.01 * i for i in range(n)]
     rtt = 2 * delay
-    buf = max(2, math.ceil(rate * rtt / (8 * 1500)))
     link_bps = rate * achieved * over
     qdelay = queue_pkts * WIRE * 8 / rate
     t_first_ack = rtt
@@ -140,7 +137,7 @@ def make_run(path, experiment: str = "synthetic", repetition: int = 1, ccas=("cu
 
     # qdisc samples at 10 Hz: htb root and netem child on cc-r1-core
     qd = []
-    dline = rate * delay / (8 * 1500)
+    dline = rate * delay / (8 * MTU)
     for tt in np.arange(-0.5, flow_end + 1.0, 0.1):
         active = 0.0 <= tt <= flow_end
         sent = link_bps / 8 * min(max(tt, 0.0), flow_end)
@@ -170,7 +167,7 @@ def make_run(path, experiment: str = "synthetic", repetition: int = 1, ccas=("cu
             for c in ("all", "cpu0", "cpu1"):
                 b = min(1.0, max(0.0, cpu_busy + 0.02 * rng.standard_normal()))
                 lines.append(f"{tt:.3f},{c},{b:.4f}")
-        results.write_atomic(d / "cpu.csv", "\n".join(lines) + "\n")
+        files.write_atomic(d / "cpu.csv", "\n".join(lines) + "\n")
     # search:search_exit events, one per SEARCH flow
     ev = ["t,flow,sport,dport,reason,cwnd,norm_diff,elapsed_us,bin_us"]
     for i, cca in enumerate(ccas):
@@ -179,7 +176,7 @@ def make_run(path, experiment: str = "synthetic", repetition: int = 1, ccas=("cu
             ev.append(f"{tx:.6f},{i + 1},{40000 + i},{5201 + i},search,"
                       f"{int(10 * 2 ** (ss_exit[i] / rtt))},362,{int(ss_exit[i] * 1e6)},{int(rtt * 3.5 / 10 * 1e6)}")
     if len(ev) > 1:
-        results.write_atomic(d / "search.csv", "\n".join(ev) + "\n")
+        files.write_atomic(d / "search.csv", "\n".join(ev) + "\n")
     return d
 
 

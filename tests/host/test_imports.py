@@ -20,8 +20,9 @@ PKG = KIT / "cclab"
 
 # Above the engine: they may import anything below them.
 TOP = {"cclab.cli", "cclab.__main__", "cclab.plot"}
-# What the analysis may import of the engine: the tables it reads, and the plain definitions.
-ANALYSIS_MAY = {"cclab.results", "cclab.units"}
+# What the analysis may import of the engine: the tables it reads, and the plain definitions
+# (units, the spec's schema with the packet geometry, whole-file writes).
+ANALYSIS_MAY = {"cclab.results", "cclab.units", "cclab.schema", "cclab.files"}
 LAB_MODULES = {"labkit", "kmodlab", "tuner_support"}
 
 
@@ -127,3 +128,31 @@ def test_no_module_of_the_package_reaches_into_the_labs():
     readers = {mod for mod, deps in graph().items() if {d.split(".")[0] for d in deps} & LAB_MODULES}
     assert not readers, readers
     assert not (PKG / "scorecard.py").exists() and (KIT / "grading" / "scorecard.py").is_file()
+
+
+def test_labkit_packet_size_is_the_engines():
+    """labkit keeps its own MSS (lab 2's student version ships it without the engine): it must
+    be the engine's."""
+    import sys
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "notebooks"))
+    import labkit
+    from cclab import schema
+    assert labkit.MSS == schema.MSS
+
+
+def test_the_analysis_burst_is_the_engines():
+    """fidelity keeps the token bucket's default depth (the analysis does not import tc): the
+    same as tc.default_burst's at every rate."""
+    from cclab import tc
+    from cclab.analysis import fidelity
+
+    class Run:
+        def direction(self, d):
+            return {}
+
+        def rate(self, d):
+            return self.r
+    run = Run()
+    for r in (1e5, 1e6, 5e6, 20e6, 100e6, 1e9):
+        run.r = r
+        assert fidelity._burst_bytes(run, "down") == tc.default_burst(r)

@@ -137,6 +137,16 @@ MORE_CASES = [
     (exp(tables='[measure]\nss_hz = 100000\n'), "measure.ss_hz"),
     (exp(tables='[measure]\nping_interval = "5min"\n'), "measure.ping_interval"),
     (exp(tables='[measure]\nsnaplen = 100000\n'), "measure.snaplen"),
+    # the lab's own table: known keys, module parameters by their kernel names, values ints or bools
+    (exp(tables='[lab]\nmodule_param = 1\n'), "lab.module_param"),
+    (exp(tables='[lab.module_params]\nspline = { drain_test = 0 }\n'), "lab.module_params.spline"),
+    (exp(tables='[lab.module_params]\ntcp_spline = { "drain test" = 0 }\n'),
+     "lab.module_params.tcp_spline.drain test"),
+    (exp(tables='[lab.module_params]\ntcp_spline = { drain_test = "off" }\n'),
+     "lab.module_params.tcp_spline.drain_test"),
+    (exp(tables='[lab.module_params]\ntcp_spline = { drain_test = 1e12 }\n'),
+     "lab.module_params.tcp_spline.drain_test"),
+    (exp(tables='[lab]\nown_link = true\n'), "lab.own_link"),
 ]
 
 CASES = ISSUE_CASES + MORE_CASES

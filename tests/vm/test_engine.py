@@ -84,17 +84,19 @@ def run_for_rate(tmp_path, profile, flows, window, rate, override=None, **measur
     return d, man, got
 
 
-def trust(d):
-    """The fidelity verdict on a run, for an assertion's message."""
-    return fidelity.summary_line(fidelity.verdict(d))
+def trust(d, verdict=None):
+    """The fidelity verdict on a run (computed unless given), for an assertion's message."""
+    return fidelity.summary_line(verdict or fidelity.verdict(d))
 
 
 STARVED = {"rate_backlogged", "cpu_headroom", "packet_spacing", "link_changes"}
 
 
-def starved(d) -> set:
-    """The fidelity checks that failed on a run and name a guest that fell behind its link."""
-    return {c["name"] for c in fidelity.verdict(d)["checks"] if c["ok"] is False} & STARVED
+def starved(d, verdict=None) -> set:
+    """The fidelity checks that failed on a run (its verdict computed unless given) and name a
+    guest that fell behind its link."""
+    v = verdict or fidelity.verdict(d)
+    return {c["name"] for c in v["checks"] if c["ok"] is False} & STARVED
 
 
 def assert_link_rate(d, got, rate):
@@ -106,9 +108,9 @@ def assert_link_rate(d, got, rate):
     assert got <= 1.10 * rate, (got, rate)
     if near(got, rate):
         return
-    behind = starved(d)
-    print(f"not judged against the rate: {trust(d)}")
-    assert behind, f"goodput {got / 1e6:.2f} of {rate / 1e6:.2f} Mbit/s: {trust(d)}"
+    v = fidelity.verdict(d)                 # judged once, for the test and its message
+    print(f"not judged against the rate: {trust(d, v)}")
+    assert starved(d, v), f"goodput {got / 1e6:.2f} of {rate / 1e6:.2f} Mbit/s: {trust(d, v)}"
 
 
 def idle_rtt(d, before):
