@@ -620,15 +620,14 @@ class Run:
         """The qdiscs and sysctls as the kernel reports them, per node and interface: each node's
         setup script ends with these queries (topo.snapshot_queries), so this reads their
         answers."""
-        import json
         snap = self.net.snapshot
         for s in topo.shaped(self.exp.link):
-            link = json.loads(snap[s.node][("link", s.dev)])
-            self.ifindex.setdefault(s.node, {})[link[0]["ifindex"]] = (s.dev, s.direction)
+            self.ifindex.setdefault(s.node, {})[topo.ifindex_of(snap[s.node], s.dev)] = (
+                s.dev, s.direction)
         for node, devs in topo.interfaces(self.exp.link).items():
             answers = snap[node]
             self.manifest["tc"][node] = {
-                d: {"qdisc": json.loads(answers[("qdisc", d)].strip() or "[]"),
+                d: {"qdisc": topo.qdiscs_of(answers, d),
                     # tc has no JSON for classes: keep its text, one line per class
                     "class": answers[("class", d)].splitlines()}
                 for d in devs}

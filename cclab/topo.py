@@ -17,7 +17,9 @@ netem would drop ARP like any other packet.
 
 from __future__ import annotations
 
+import json
 import math
+import os
 import re
 import shlex
 import subprocess
@@ -236,10 +238,10 @@ def steering(devs: list[str]) -> list[str]:
     order, the flows still spread over the CPUs.  rps_cpus lives in the namespace's own sysfs,
     which the node mounts for itself (in a mount namespace of its own, as `ip netns exec` does)."""
     files = " ".join(f"/sys/class/net/{d}/queues/rx-0/rps_cpus" for d in devs)
-    every = "$(printf %x $(( (1 << $(nproc --all)) - 1 )))"
+    every = f"{(1 << (os.cpu_count() or 1)) - 1:x}"      # what nproc --all counts
     return ["unshare", "-m", "sh", "-c",
-            f"umount -l /sys && mount -t sysfs sysfs /sys && m={every} && "
-            f"for f in {files}; do echo $m > $f; done"]
+            f"umount -l /sys && mount -t sysfs sysfs /sys && "
+            f"for f in {files}; do echo {every} > $f; done"]
 
 
 @dataclass(frozen=True)
@@ -278,17 +280,26 @@ def neighbour_plan(profile: Profile) -> list[tuple[str, list[str]]]:
 
 
 def neighbour_lines(profile: Profile) -> dict[str, list[str]]:
-    """Each node's shell lines (node_scripts() runs them after the node's plan): check that its
-    interfaces have the MACs the links were made with, then set its neighbour entries."""
+    """Each node's shell lines (node_scripts() runs them after the node's plan): its neighbour
+    entries, in one `ip -batch` (one process, however many links the node has).  That every
+    interface has the MAC its link was made with is checked from the node's snapshot
+    (check_macs): the entries of the far ends were written with those MACs."""
     out: dict[str, list[str]] = {}
+    for node, argv in neighbour_plan(profile):
+        out.setdefault(node, []).append(" ".join(argv[1:]))
+    return {node: ["ip -batch - <<'CCLAB_NEIGH'"] + lines + ["CCLAB_NEIGH"]
+            for node, lines in out.items()}
+
+
+def check_macs(profile: Profile, snapshot: dict) -> None:
+    """Raise CommandFailed unless every interface of every node has the MAC its link was made
+    with (End.mac), as the node's `ip -j link show` in its snapshot reports it."""
     for link in links(profile):
         for e in link:
-            out.setdefault(e.node, []).append(
-                f"ip -br link show dev {e.dev} | grep -qi ' {e.mac} ' || "
-                f"{{ echo '{e.dev}: MAC is not {e.mac}' >&2; exit 1; }}")
-    for node, argv in neighbour_plan(profile):
-        out[node].append(" ".join(argv))
-    return out
+            seen = {i.get("ifname"): (i.get("address") or "").lower()
+                    for i in json.loads(snapshot[e.node].get(("link", ""), "").strip() or "[]")}
+            if seen.get(e.dev) != e.mac:
+                raise CommandFailed(f"{e.node}: {e.dev}: MAC is {seen.get(e.dev)}, not {e.mac}")
 
 
 # What a run records of each node once it is configured (the manifest's qdiscs, classes and
@@ -299,17 +310,17 @@ SNAPSHOT_MARK = "@@cclab-snapshot"
 
 
 def snapshot_queries(experiment) -> dict[str, list[tuple[str, str, list[str]]]]:
-    """Per node, the (kind, dev, argv) queries of its snapshot: `link` (ip -j, shaped
-    interfaces), `qdisc` (tc -j) and `class` (tc's text) for every interface, and `sysctl` (dev
-    "") for the settings the plan makes there."""
+    """Per node, the (kind, dev, argv) queries of its snapshot: `link` and `qdisc` (dev "":
+    every interface of the node, ip -j and tc -j, one process each; split per interface by
+    qdiscs_of), `class` (tc's text, which has no interface names) for each interface, and
+    `sysctl` (dev "") for the settings the plan makes there."""
     p = experiment.link
     out: dict[str, list[tuple[str, str, list[str]]]] = {}
-    for s in shaped(p):
-        out.setdefault(s.node, []).append(("link", s.dev, ["ip", "-j", "link", "show", "dev", s.dev]))
     for node, devs in interfaces(p).items():
         q = out.setdefault(node, [])
+        q.append(("link", "", ["ip", "-j", "link", "show"]))
+        q.append(("qdisc", "", ["tc", "-j", "qdisc", "show"]))
         for d in devs:
-            q.append(("qdisc", d, ["tc", "-j", "qdisc", "show", "dev", d]))
             q.append(("class", d, ["tc", "class", "show", "dev", d]))
         keys = ["net.ipv4.ip_forward"] if node in (R1, R2) else list(
             host_sysctls(p, "cubic", experiment.sysctl))
@@ -325,6 +336,18 @@ def snapshot_lines(queries: list[tuple[str, str, list[str]]]) -> list[str]:
         lines.append(f"echo '{SNAPSHOT_MARK} {kind} {dev}'")
         lines.append(shlex.join(argv) + (" || true" if kind == "sysctl" else ""))
     return lines
+
+
+def qdiscs_of(answers: dict, dev: str) -> list[dict]:
+    """One interface's qdiscs from a node's snapshot (its `tc -j qdisc show` of every interface)."""
+    return [q for q in json.loads(answers.get(("qdisc", ""), "").strip() or "[]")
+            if q.get("dev") == dev]
+
+
+def ifindex_of(answers: dict, dev: str) -> int:
+    """An interface's index from a node's snapshot (its `ip -j link show`)."""
+    (link,) = [i for i in json.loads(answers[("link", "")]) if i.get("ifname") == dev]
+    return link["ifindex"]
 
 
 def read_snapshot(output: str) -> dict[tuple[str, str], str]:
@@ -513,6 +536,7 @@ class Network:
                 line + "\n" for line in snapshot_lines(queries.get(name, [])))],
              "setting up the node", True) for name in names])
         self.snapshot = {name: read_snapshot(out) for name, out in zip(names, outs)}
+        check_macs(self.experiment.link, self.snapshot)
 
     def _add_nodes(self, topo) -> None:
         """Every node's shell started side by side.  A Mininet host waits for its shell's first
