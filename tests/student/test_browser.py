@@ -151,6 +151,38 @@ class Guest:
             if s.get("path") == path:
                 self.api(f"/api/sessions/{s['id']}", "DELETE")
 
+    def answers(self) -> bool:
+        """Whether JupyterLab answers its cheapest request within ANSWER_S."""
+        req = urllib.request.Request(f"{self.base}/api/status",
+                                     headers={"Authorization": f"token {self.token}"})
+        try:
+            with urllib.request.urlopen(req, timeout=ANSWER_S) as r:
+                r.read()
+            return True
+        except (urllib.error.URLError, ConnectionError, OSError):
+            return False
+
+    def nmi(self) -> str:
+        """Take a stuck guest apart: an NMI through QEMU's monitor (the socket in vm/run.sh's
+        control folder, the one holding this guest's token) panics it (unknown_nmi_panic) with
+        its CPUs' stacks on the console, which the drainer keeps in the log.  Says what it did."""
+        for tok in Path(tempfile.gettempdir()).glob("cclab-vm.*/jupyter-token"):
+            try:
+                if tok.read_text().strip() != self.token:
+                    continue
+                with socket.socket(socket.AF_UNIX) as s:
+                    s.connect(str(tok.parent / "monitor.sock"))
+                    s.sendall(b"nmi\n")
+            except OSError as e:
+                return f"no NMI sent ({e})"
+            try:
+                self.proc.wait(timeout=NMI_WAIT_S)     # the panic ends QEMU (-no-reboot)
+            except subprocess.TimeoutExpired:
+                pass
+            self.drainer.join(timeout=10)
+            return f"an NMI was sent through {tok.parent / 'monitor.sock'}"
+        return "no NMI sent (no control folder holds this guest's token)"
+
     def stop(self):
         if self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGTERM)
@@ -263,6 +295,13 @@ PAGE_STATE = """() => [...document.querySelectorAll('.jp-NotebookPanel:not(.lm-m
               + (c.querySelector('.jp-OutputArea')?.textContent.length || 0)).join(',')"""
 STALL_S = 900
 CHECK_S = 30
+# A notebook unchanged this long is asked whether its guest still answers; a guest whose
+# JupyterLab stays silent for ANSWER_S is stuck (lab 4 in a CI run, 29 Nov 2026: the page still
+# for 15 min, the API silent, both vCPUs busy, nothing on the console) and is sent an NMI for
+# its stacks (Guest.nmi), waiting NMI_WAIT_S for the panic to reach the console.
+FROZEN_PROBE_S = 300
+ANSWER_S = 60
+NMI_WAIT_S = 30
 
 
 def guest_tail(guest, lines: int = 40) -> str:
@@ -293,6 +332,13 @@ def wait_for_run_all(guest, page, path: str) -> None:
         seen = page.evaluate(PAGE_STATE)
         if seen != state:
             state, changed = seen, now
+        if now - changed > FROZEN_PROBE_S and not guest.answers():
+            did = guest.nmi()
+            raise AssertionError(f"{path}: the guest stopped answering: nothing in the notebook "
+                                 f"changed for {now - changed:.0f} s ({now - began:.0f} s in; "
+                                 f"prompts and output lengths: {state}) and JupyterLab gave no "
+                                 f"answer in {ANSWER_S} s; {did}; the guest console's last "
+                                 f"lines:\n" + guest_tail(guest, 150))
         if now - changed > STALL_S or now - began > RUN_ALL_TIMEOUT_S:
             raise AssertionError(f"{path}: nothing in the notebook changed for {now - changed:.0f} s "
                                  f"({now - began:.0f} s in; prompts and output lengths: {state}); "
