@@ -294,12 +294,13 @@ def neighbour_lines(profile: Profile) -> dict[str, list[str]]:
 def check_macs(profile: Profile, snapshot: dict) -> None:
     """Raise CommandFailed unless every interface of every node has the MAC its link was made
     with (End.mac), as the node's `ip -j link show` in its snapshot reports it."""
+    seen = {node: links_of(answers) for node, answers in snapshot.items()}
     for link in links(profile):
         for e in link:
-            seen = {i.get("ifname"): (i.get("address") or "").lower()
-                    for i in json.loads(snapshot[e.node].get(("link", ""), "").strip() or "[]")}
-            if seen.get(e.dev) != e.mac:
-                raise CommandFailed(f"{e.node}: {e.dev}: MAC is {seen.get(e.dev)}, not {e.mac}")
+            mac = (seen.get(e.node, {}).get(e.dev) or {}).get("address")
+            mac = mac.lower() if mac else None
+            if mac != e.mac:
+                raise CommandFailed(f"{e.node}: {e.dev}: MAC is {mac}, not {e.mac}")
 
 
 # What a run records of each node once it is configured (the manifest's qdiscs, classes and
@@ -344,10 +345,14 @@ def qdiscs_of(answers: dict, dev: str) -> list[dict]:
             if q.get("dev") == dev]
 
 
+def links_of(answers: dict) -> dict[str, dict]:
+    """A node's interfaces by name, as its snapshot's `ip -j link show` reports them."""
+    return {i.get("ifname"): i for i in json.loads(answers.get(("link", ""), "").strip() or "[]")}
+
+
 def ifindex_of(answers: dict, dev: str) -> int:
     """An interface's index from a node's snapshot (its `ip -j link show`)."""
-    (link,) = [i for i in json.loads(answers[("link", "")]) if i.get("ifname") == dev]
-    return link["ifindex"]
+    return links_of(answers)[dev]["ifindex"]
 
 
 def read_snapshot(output: str) -> dict[tuple[str, str], str]:

@@ -43,6 +43,12 @@ def command(pcap, fields=FIELDS, display_filter: str = "tcp") -> list[str]:
     return argv
 
 
+def flagged(df: pd.DataFrame, col: str):
+    """Rows where tshark printed anything for an analysis flag (its fields are empty or a
+    value); False throughout when the column is absent."""
+    return df[col].fillna("").astype(str).str.len() > 0 if col in df else False
+
+
 def parse(text: str, fields=None) -> pd.DataFrame:
     """tshark -T fields output (tab separated; with a header line, or in the order `fields`)."""
     lines = [l for l in text.splitlines() if l.strip()]
@@ -62,7 +68,7 @@ def parse(text: str, fields=None) -> pd.DataFrame:
     flags = [c for c in ("retransmission", "fast_retransmission") if c in df]
     df["retrans"] = False
     for c in flags:
-        df["retrans"] |= df[c].fillna("").astype(str).str.len() > 0
+        df["retrans"] |= flagged(df, c)
         df = df.drop(columns=c)
     if "len" in df:
         df["len"] = df["len"].fillna(0)
@@ -96,15 +102,12 @@ def time_sequence(pcap, start_epoch: float) -> pd.DataFrame:
     tcp.analysis.retransmission), so those count as retransmissions here too."""
     cap = read(pcap, fields=TSG_FIELDS, timeout=TSHARK_TIMEOUT_S)
     cap = cap[cap["epoch"].notna()]
-
-    def flagged(col):
-        return cap[col].fillna("").astype(str).str.len() > 0 if col in cap else False
     out = pd.DataFrame({"t": (cap["epoch"] - start_epoch).round(6)})
     for c in ("sport", "dport", "seq", "ack", "len"):
         out[c] = cap[c].fillna(0).astype("int64")
-    out["retrans"] = (cap["retrans"] | flagged("out_of_order")).astype(int)
-    out["dupack"] = flagged("dupack")
-    out["dupack"] = out["dupack"].astype(int)
+    out["retrans"] = cap["retrans"] | flagged(cap, "out_of_order")
+    out["dupack"] = flagged(cap, "dupack")
+    out[["retrans", "dupack"]] = out[["retrans", "dupack"]].astype(int)
     return out[TSG_COLUMNS]
 
 
