@@ -7,6 +7,8 @@
     traces      mahimahi-format cellular traces and a generator
     topo        the Mininet dumbbell and its configuration plan
     measure     measurement commands and their parsers
+    ccas        the congestion controls a run needs: loaded and allowed, or a one-line refusal
+    provenance  module hashes, tool versions, the kit's commit (what each manifest records)
     runner      one run from start to cleanup; sweeps with progress
     state       what a run created, and `clean`
     results     run folders, manifest, CSV tables, pandas loaders

@@ -1,7 +1,11 @@
 """Results: one folder per run, a manifest, tidy CSV tables, and loaders returning DataFrames.
 
     results/<experiment>/<YYYYmmdd-HHMMSS>-<rep>/
-        manifest.json   what ran, where, with what ("status": "complete" or "incomplete")
+        manifest.json   what ran, where, with what ("status": "complete" or "incomplete");
+                        written by the runner alone.  Its "beside" names the files that later
+                        steps add next to it (BESIDE):
+        fidelity.json   the analysis's fidelity verdict (cclab.analysis.fidelity)
+        module_params.json  the kit's module parameters the kernel had during the run (labs 3, 4)
         flows.csv       one row per flow: what was asked, what ran, what it achieved (t_spawn:
                         its iperf3 client started; t_start .. t_end: its test ran)
         iperf.csv       iperf3 intervals, one row per flow, side (sender/receiver), stream, interval
@@ -78,9 +82,39 @@ def write_table(run_dir: Path, name: str, rows: list[dict]) -> Path:
     return path
 
 
+# What later steps write beside a run's manifest, by the key a reader finds it under.  The
+# runner puts this table in every manifest ("beside"), so a reader without the engine (labkit in
+# a student's download, the grader) finds the files from the manifest alone.
+BESIDE = {"fidelity": "fidelity.json", "module_params": "module_params.json"}
+
+
+def beside_name(name) -> str | None:
+    """A "beside" entry's file name, if it is a plain JSON file name in the run folder itself."""
+    if not isinstance(name, str) or not name.endswith(".json") or name != Path(name).name:
+        return None
+    return None if name == "manifest.json" or name.startswith(".") else name
+
+
 def read_manifest(run_dir) -> dict:
-    with open(Path(run_dir) / "manifest.json") as f:
-        return json.load(f)
+    """The manifest, with each file its "beside" names read in under its key.  Runs made before
+    the files existed kept those keys inside the manifest; the manifest's own value is then used."""
+    run_dir = Path(run_dir)
+    with open(run_dir / "manifest.json") as f:
+        m = json.load(f)
+    beside = m.get("beside") if isinstance(m, dict) else None
+    for key, name in (beside.items() if isinstance(beside, dict) else ()):
+        name = beside_name(name)
+        if name and (run_dir / name).is_file():
+            with open(run_dir / name) as f:
+                m[key] = json.load(f)
+    return m
+
+
+def write_beside(run_dir, key: str, value) -> Path:
+    """Write one of the BESIDE files of a run (atomically).  The manifest is left as it is."""
+    path = Path(run_dir) / BESIDE[key]
+    write_json(path, value)
+    return path
 
 
 def load(run_dir, table: str = "flows"):

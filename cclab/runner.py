@@ -14,7 +14,6 @@ One run, in order:
 
 from __future__ import annotations
 
-import functools
 import math
 import os
 import platform
@@ -27,9 +26,8 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import dynamics, files, measure, netlink, results, state, tc, topo
-from .profiles import KIT_DIR
-from .spec import MODULE_EVENTS, Experiment, available_ccas
+from . import ccas, dynamics, measure, netlink, provenance, results, state, tc, topo
+from .spec import MODULE_EVENTS, Experiment
 
 # How long the cleanup waits, once every client has finished, for the iperf3 servers to receive
 # their clients' last control message and write their results (see _let_servers_finish).  A lost
@@ -106,138 +104,11 @@ def preflight(exp: Experiment, command: str = "cclab run") -> None:
 
 
 def ensure_ccas(exp: Experiment) -> dict:
-    """Make every flow's congestion control available; return {cca: module record}."""
-    wanted = sorted({f.cca for f in exp.flows if f.protocol == "tcp"})
-    have = set(available_ccas())
-    for cca in wanted:
-        if cca in have:
-            continue
-        ko = [m for m in exp.modules if Path(m).stem == f"tcp_{cca}"]
-        if ko:
-            if not Path(ko[0]).is_file():
-                raise RunError(f"congestion control {cca!r}: module file {ko[0]} not found")
-            r = subprocess.run(["insmod", ko[0]], capture_output=True, text=True)
-        else:
-            r = subprocess.run(["modprobe", f"tcp_{cca}"], capture_output=True, text=True)
-        have = set(available_ccas())
-        if cca not in have:
-            why = (r.stderr or r.stdout).strip() or f"exit status {r.returncode}"
-            how = f"insmod {ko[0]}" if ko else f"modprobe tcp_{cca}"
-            raise RunError(f"congestion control {cca!r} is not available ({how}: {why}); "
-                           f"no flow was started")
-    allow(wanted)
-    return {cca: module_record(cca, exp) for cca in wanted}
-
-
-ALLOWED = "/proc/sys/net/ipv4/tcp_allowed_congestion_control"
-
-
-def allow(ccas) -> None:
-    """A namespace other than the first may only default to an "allowed" congestion control
-    (otherwise EPERM): add the experiment's to the (global) allowed list."""
-    with open(ALLOWED) as f:
-        allowed = f.read().split()
-    missing = [c for c in ccas if c not in allowed]
-    if missing:
-        with open(ALLOWED, "w") as f:
-            f.write(" ".join(allowed + missing))
-
-
-# Provenance that every run records but that rarely changes within one Python process (a lab
-# notebook runs many experiments): module files' hashes, modinfo's answers, tool versions.  Each
-# process start costs ~0.1 s under software emulation, and a run asked modinfo about every loaded
-# congestion control and qdisc.  Hashes are keyed by the file's size and modification time, so a
-# rebuilt module is hashed again.
-_hashes: dict[tuple, str] = {}
-_module_files: dict[str, str | None] = {}
-
-
-def sha256(path: str) -> str | None:
+    """ccas.ensure, its refusal as a RunError: {cca: module record}."""
     try:
-        st = os.stat(path)
-        key = (path, st.st_size, st.st_mtime_ns, st.st_ino)
-        if key in _hashes:
-            return _hashes[key]
-        _hashes[key] = files.sha256(path)
-        return _hashes[key]
-    except OSError:
-        return None
-
-
-def module_file(name: str) -> str | None:
-    """The file modprobe loads for module `name` (modinfo -n), remembered once found."""
-    if _module_files.get(name) is None:
-        r = subprocess.run(["modinfo", "-n", name], capture_output=True, text=True)
-        _module_files[name] = r.stdout.strip() if r.returncode == 0 and r.stdout.strip() else None
-    return _module_files[name]
-
-
-def module_record(cca: str, exp: Experiment | None = None) -> dict:
-    name = f"tcp_{cca}"
-    ko = [m for m in (exp.modules if exp else []) if Path(m).stem == name]
-    if ko:
-        return {"module": name, "file": ko[0], "sha256": sha256(ko[0]),
-                "loaded": os.path.isdir(f"/sys/module/{name}")}
-    if not os.path.isdir(f"/sys/module/{name}") or not os.path.exists(f"/sys/module/{name}/refcnt"):
-        return {"module": name, "file": "(built in)", "sha256": None, "loaded": True}
-    path = module_file(name)
-    return {"module": name, "file": path, "sha256": sha256(path) if path else None, "loaded": True}
-
-
-def loaded_modules() -> list[dict]:
-    """The loaded modules a result can depend on: congestion controls and qdiscs."""
-    out = []
-    try:
-        with open("/proc/modules") as f:
-            names = [l.split()[0] for l in f]
-    except OSError:
-        names = []
-    for n in sorted(names):
-        if n.startswith(("tcp_", "sch_")):
-            path = module_file(n)
-            out.append({"module": n, "file": path, "sha256": sha256(path) if path else None})
-    return out
-
-
-# ---------------------------------------------------------------- provenance
-
-def first_line(argv: list[str]) -> str | None:
-    try:
-        r = subprocess.run(argv, capture_output=True, text=True, timeout=10)
-        return ((r.stdout or r.stderr).strip().splitlines() or [None])[0]
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-
-
-@functools.lru_cache(maxsize=1)
-def _tool_versions() -> tuple:
-    v = {"python": platform.python_version(), "iperf3": first_line(["iperf3", "--version"]),
-         "tc": first_line(["tc", "-V"]), "ss": first_line(["ss", "-V"]),
-         "ethtool": first_line(["ethtool", "--version"])}
-    try:
-        from mininet.net import VERSION
-        v["mininet"] = VERSION
-    except ImportError:
-        v["mininet"] = None
-    return tuple(v.items())
-
-
-def tool_versions() -> dict:
-    """Versions of the tools a run uses (asked once per process: they do not change under it)."""
-    return dict(_tool_versions())
-
-
-def kit_commit() -> dict:
-    git = ["git", "-c", "safe.directory=*", "-C", str(KIT_DIR)]
-    try:
-        r = subprocess.run(git + ["rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
-        if r.returncode != 0:
-            return {"commit": None, "note": "not a git checkout"}
-        d = subprocess.run(git + ["status", "--porcelain", "--untracked-files=no"],
-                           capture_output=True, text=True, timeout=30)
-        return {"commit": r.stdout.strip(), "dirty": bool(d.stdout.strip())}
-    except (OSError, subprocess.TimeoutExpired):
-        return {"commit": None, "note": "git not available"}
+        return ccas.ensure(exp)
+    except ccas.Unavailable as e:
+        raise RunError(str(e)) from None
 
 
 def iso(epoch: float) -> str:
@@ -339,7 +210,8 @@ class Run:
         self.raw.mkdir(parents=True, exist_ok=False)
         # git answers while the network is built (0.7 s of the software-emulated VM's time)
         kit = []
-        asking = threading.Thread(target=lambda: kit.append(kit_commit()), daemon=True)
+        asking = threading.Thread(target=lambda: kit.append(provenance.kit_commit()),
+                                  daemon=True)
         asking.start()
         self.t0 = time.time()
         self.mono0 = time.monotonic()
@@ -350,9 +222,10 @@ class Run:
             "profile": exp.link.to_dict(), "seed": self.seed,
             "start": iso(self.t0), "start_epoch": self.t0, "end": None,
             "kernel": platform.release(), "uname": " ".join(platform.uname()),
-            "tools": tool_versions(), "kit": None, "ccas": modules,
-            "modules": loaded_modules(), "plan": [[n] + c for n, c in topo.plan(exp)],
+            "tools": provenance.tool_versions(), "kit": None, "ccas": modules,
+            "modules": provenance.loaded_modules(), "plan": [[n] + c for n, c in topo.plan(exp)],
             "tc": {}, "sysctls": {}, "flows": [], "cleaned_before": cleaned,
+            "beside": dict(results.BESIDE),
         }
         results.write_json(self.dir / "manifest.json", self.manifest)
         try:

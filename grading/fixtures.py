@@ -4,7 +4,7 @@
     fixtures.lab1_submission(folder, notebook, tamper=None)
 
 writes `folder/lab1.ipynb` (a copy of `notebook`) and `folder/submission/lab1/` with three runs
-(wired, wifi, loss) laid out as the engine writes them -- manifest.json with a fidelity verdict,
+(wired, wifi, loss) laid out as the engine writes them -- manifest.json, its fidelity verdict beside it,
 the tables, raw iperf3 JSON, tsg.csv -- and the record of their hashes, as labkit.run_lab leaves
 them.  The links are the kit's profiles (topologies/wired.toml: 50 Mbit/s, 40 ms RTT; wifi.toml:
 50 Mbit/s, 6 ms RTT); as in labs/lab1/*/, each experiment's first flow starts 2 s into the run,
@@ -126,7 +126,7 @@ def _run(base: Path, experiment: str, profile: str, ccas, dur: float, gap: float
         _write(d, name, rows)
     for name in ("probe", "qdisc", "changes"):
         sys.path.insert(0, str(KIT))
-        from cclab.results import TABLES
+        from cclab.results import BESIDE, TABLES
         pd.DataFrame(columns=TABLES[name]).to_csv(d / f"{name}.csv", index=False)
     if experiment == "lab1-loss":
         rows, seq = [], 1
@@ -150,13 +150,15 @@ def _run(base: Path, experiment: str, profile: str, ccas, dur: float, gap: float
                     "down": {"rate": rate, "delay": delay}, "up": {"rate": rate, "delay": delay}},
         "ccas": {c: {"module": f"tcp_{c}", "file": "(built in)", "sha256": None, "loaded": True} for c in ccas},
         "flows": json.loads(pd.read_csv(d / "flows.csv").to_json(orient="records")),
-        "fidelity": {"ok": True, "checks": [], "failed": [], "unknown": [], "reasons": []},
+        "beside": dict(BESIDE),
     }
     # the manifest's flows as the engine writes them: ints stay ints
     for f in manifest["flows"]:
         for k in ("sent_bytes", "received_bytes"):
             f[k] = int(f[k])
     (d / "manifest.json").write_text(json.dumps(manifest, indent=2))
+    (d / "fidelity.json").write_text(json.dumps(
+        {"ok": True, "checks": [], "failed": [], "unknown": [], "reasons": []}, indent=2))
     return d
 
 

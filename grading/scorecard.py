@@ -455,11 +455,11 @@ def provenance(root: Path, lab: str) -> dict | None:
         return None
     rec = json.loads(rec_path.read_text())
     commits, kernels, ok, n = set(), set(), 0, 0
+    import labkit
     for rel in rec.get("runs", {}):
-        mf = base / rel / "manifest.json"
-        if not mf.is_file():
+        if not (base / rel / "manifest.json").is_file():
             continue
-        m = json.loads(mf.read_text())
+        m = labkit.read_manifest(base / rel)
         n += 1
         kit = m.get("kit") or {}
         if kit.get("commit"):

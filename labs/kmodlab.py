@@ -23,7 +23,6 @@ grading/build.py makes carries its own copy, cclab.zip, which grading uses.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import sys
@@ -154,8 +153,8 @@ class ModuleParams(labkit.LabHooks):
             restore_params(before)
 
     def after(self, run_dir: Path, extra: dict, held) -> None:
-        from cclab.analysis.data import write_manifest_key
-        write_manifest_key(run_dir, "module_params", held)
+        from cclab import results
+        results.write_beside(run_dir, "module_params", held)
         super().after(run_dir, extra, held)
 
 
@@ -172,10 +171,9 @@ def verify(lab: str, root=None) -> list[str]:
     module parameters the file asked for are the ones the kernel had during the run."""
     bad = labkit.verify(lab, root)
     for d in labkit.run_dirs(lab, root):
-        mf = d / "manifest.json"
-        if not mf.is_file():
+        if not (d / "manifest.json").is_file():
             continue
-        m = json.loads(mf.read_text())
+        m = labkit.read_manifest(d)
         rel = d.name
         spec = m.get("spec") or {}
         for ev in (spec.get("measure") or {}).get("events") or []:

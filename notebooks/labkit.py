@@ -1,7 +1,7 @@
 """Helpers shared by the lab notebooks and their autograder tests.
 
 A lab notebook calls `run_lab(lab)` once.  In the lab VM (as root) that runs the lab's experiment
-files through the engine (`cclab.runner`), adds the fidelity verdict to every run's manifest,
+files through the engine (`cclab.runner`), adds the fidelity verdict beside every run's manifest,
 turns the loss-event capture into a small time-sequence table, and writes a record of every result
 file's SHA-256 (`submission/<lab>/record.json`).  Everything lands in `submission/<lab>/`, which
 goes into the student's submission.
@@ -447,7 +447,7 @@ def run_thresholds(profile: dict) -> dict:
 
 
 def _fidelity(run_dir: Path) -> None:
-    m = json.loads((run_dir / "manifest.json").read_text())
+    m = read_manifest(run_dir)
     if "fidelity" in m:
         return
     try:
@@ -461,7 +461,7 @@ def untrusted(run_dir: Path) -> str | None:
     """Why a run's fidelity verdict does not trust it, or None: the lab commands hand this to
     runner.run, which makes such a run again (a starved emulator is not the student's doing)."""
     _fidelity(run_dir)
-    fid = _manifest(run_dir).get("fidelity")
+    fid = read_manifest(run_dir).get("fidelity")
     if not fid or fid.get("ok"):
         return None
     return "fidelity verdict: " + ", ".join(
@@ -736,8 +736,17 @@ def run_dirs(lab: str, root=None) -> list[Path]:
     return [lab_dir(lab, root) / r for r in rec.get("runs", {})]
 
 
-def _manifest(d: Path) -> dict:
-    return json.loads((Path(d) / "manifest.json").read_text())
+def read_manifest(d: Path) -> dict:
+    """A run's manifest with the files the runner's manifest lists "beside" it (the fidelity
+    verdict, module parameters) read in under their keys: cclab.results.read_manifest's rule,
+    kept here because the student versions of labs 1 and 2 ship labkit without the engine."""
+    d = Path(d)
+    m = json.loads((d / "manifest.json").read_text())
+    for key, name in dict(m.get("beside") or {}).items():
+        plain = isinstance(name, str) and name == Path(name).name and name.endswith(".json")
+        if plain and name != "manifest.json" and not name.startswith(".") and (d / name).is_file():
+            m[key] = json.loads((d / name).read_text())
+    return m
 
 
 _CACHE: dict = {}          # this module's own cache: (path, size, mtime) -> DataFrame
@@ -770,7 +779,7 @@ def link(lab: str, experiment: str, root=None) -> str:
     for d in run_dirs(lab, root):
         if not (d / "manifest.json").is_file():
             continue
-        m = _manifest(d)
+        m = read_manifest(d)
         if m.get("experiment") != experiment:
             continue
         prof = m.get("profile") or {}
@@ -803,7 +812,7 @@ def down_rate_mbps(lab: str, experiment: str, root=None) -> float | None:
     run's manifest: the student's link, for a plot's link-rate line."""
     for d in run_dirs(lab, root):
         if (d / "manifest.json").is_file():
-            m = _manifest(d)
+            m = read_manifest(d)
             if m.get("experiment") == experiment:
                 rate = ((m.get("profile") or {}).get("down") or {}).get("rate")
                 return float(rate) / 1e6 if rate else None
@@ -827,7 +836,7 @@ def table(lab: str, name: str, root=None) -> pd.DataFrame:
     for d in run_dirs(lab, root):
         if not (d / "manifest.json").is_file():
             continue
-        m = _manifest(d)
+        m = read_manifest(d)
         df = _csv(d, name)
         if df.empty:
             continue
@@ -875,7 +884,7 @@ def verify(lab: str, root=None) -> list[str]:
             if str(p.relative_to(d)) not in files:
                 problems.append(f"{rel}/{p.relative_to(d)}: not part of the run")
         try:
-            m = _manifest(d)
+            m = read_manifest(d)
         except ValueError:
             problems.append(f"{rel}: manifest.json does not parse")
             continue
@@ -889,7 +898,7 @@ def _check_run(d: Path, m: dict) -> list[str]:
         bad.append(f"run status {m.get('status')!r}: {m.get('error')}")
     fid = m.get("fidelity")
     if not fid:
-        bad.append("no fidelity verdict in the manifest")
+        bad.append("no fidelity verdict (fidelity.json) beside the manifest")
     elif not fid.get("ok"):
         bad.append("fidelity verdict not OK: " + "; ".join(fid.get("reasons") or fid.get("failed") or []))
     flows = _csv(d, "flows")
@@ -1220,7 +1229,7 @@ def link_rate_factor(lab: str, root=None) -> float:
     """The rate factor of the student's link the lab's runs were made on (1 without one)."""
     for d in run_dirs(lab, root):
         try:
-            st = ((_manifest(d).get("spec") or {}).get("lab") or {}).get("student") or {}
+            st = ((read_manifest(d).get("spec") or {}).get("lab") or {}).get("student") or {}
             if st.get("own_link"):
                 continue                    # a file that keeps the lab's link for everyone
             return float(st.get("rate") or 1.0)

@@ -1,6 +1,6 @@
 """Analysis of cclab runs: metrics, plots, a fidelity verdict and a report per experiment.
 
-    python -m cclab.analysis verdict RUN_DIR...        check each run, write manifest "fidelity"
+    python -m cclab.analysis verdict RUN_DIR...        check each run, write its fidelity.json
     python -m cclab.analysis report  RUN_DIR... [-o OUT] [--html]
     python -m cclab.analysis metrics RUN_DIR...        the metrics tables as CSV on stdout
 

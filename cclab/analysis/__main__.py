@@ -13,7 +13,7 @@ from .data import load_runs
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m cclab.analysis")
     sub = ap.add_subparsers(dest="cmd", required=True)
-    v = sub.add_parser("verdict", help="check each run's fidelity and record it in its manifest")
+    v = sub.add_parser("verdict", help="check each run's fidelity and record it beside its manifest (fidelity.json)")
     v.add_argument("paths", nargs="+", help="run, experiment or results folders")
     v.add_argument("--no-write", action="store_true", help="print only, leave manifests alone")
     v.add_argument("--json", action="store_true", help="print the verdicts as JSON")

@@ -260,12 +260,6 @@ def as_runs(runs) -> list[RunData]:
     return out
 
 
-def write_manifest_key(run_dir, key: str, value) -> dict:
-    """Set one key of a run's manifest.json (re-read first; written atomically, tmp + rename)."""
-    m = results.read_manifest(run_dir)
-    m[key] = value
-    results.write_json(Path(run_dir) / "manifest.json", m)
-    return m
 
 
 def dumps(obj) -> str:

@@ -5,8 +5,8 @@ Two sources, both optional:
     bbr:(bw:..,mrtt:..,pacing_gain:X,cwnd_gain:Y).  SEARCH: X = norm_diff (fraction; absent
     when 0), Y = state (0 not in slow start, 1 measuring, 2 left by SEARCH, 3 by HyStart, 4 by
     loss).  Spline: X = mode (1 START_PROBE, 2 PROBE_BW, 3 PROBE_RTT, 4 DRAIN_PROBE), Y = fairness.
-  * the tracepoints, as tables in the run folder (columns in data.EXTRA_TABLES) or parsed from
-    tracefs text with `parse_trace`:
+  * the tracepoints, as the tables the runner wrote in the run folder (columns in
+    data.EXTRA_TABLES; the engine's decoder is cclab.measure.parse_module_events):
       search:search_exit  sport dport reason cwnd norm_diff (per mille) elapsed_us bin_us
       spline:spline_mode  sport dport old new cwnd bw min_rtt_us fairness
 
@@ -99,38 +99,3 @@ def spline_modes(run: RunData) -> pd.DataFrame:
     mi = module_info(run, "spline")
     mode = mi["pacing_gain"].round().astype(int).map(SPLINE_MODES)
     return pd.DataFrame({"t": mi["t"], "flow": mi["flow"], "mode": mode}).dropna().reset_index(drop=True)
-
-
-_TRACE = re.compile(r"\s(\d+\.\d+): (search_exit|spline_mode): (.*)$")
-
-
-def parse_trace(text: str, t0: float = 0.0) -> dict[str, pd.DataFrame]:
-    """tracefs lines of both tracepoints -> {"search": frame, "spline": frame}; t is the trace
-    timestamp minus t0 (pass the run's start on the trace clock).  Flow numbers are not known
-    here: map sport/dport to flows with the flows table (port column = dport)."""
-    rows = {"search_exit": [], "spline_mode": []}
-    for line in text.splitlines():
-        m = _TRACE.search(line)
-        if not m:
-            continue
-        kv = dict(p.split("=", 1) for p in m.group(3).split() if "=" in p)
-        r = {"t": float(m.group(1)) - t0}
-        for k, v in kv.items():
-            try:
-                r[k] = int(v)
-            except ValueError:
-                r[k] = v
-        if "bin_us" in r:
-            r["bin_us"] = r.pop("bin_us")
-        rows[m.group(2)].append(r)
-    return {"search": pd.DataFrame(rows["search_exit"]), "spline": pd.DataFrame(rows["spline_mode"])}
-
-
-def attach_flows(ev: pd.DataFrame, run: RunData) -> pd.DataFrame:
-    """Fill a `flow` column from dport via the run's flows table (iperf3 port per flow)."""
-    fl = run.table("flows")
-    if not len(ev) or not len(fl) or "dport" not in ev:
-        return ev
-    ev = ev.copy()
-    ev["flow"] = ev["dport"].map(dict(zip(fl["port"], fl["flow"])))
-    return ev

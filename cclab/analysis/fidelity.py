@@ -6,7 +6,8 @@ samples) instead of a patched kernel.  Each check gives
 with ok None when the data to decide is missing ("not measured") or the check does not apply.
 The verdict is {"ok": bool, "checks": [...], "failed": [names], "unknown": [names], ...}:
 ok only if no check failed and at least one rate check passed.  `write_verdict` stores it in
-the run's manifest.json under "fidelity" (atomically: temporary file, then rename).
+the run's fidelity.json, beside its manifest (atomically: temporary file, then rename); the
+manifest's readers (cclab.results.read_manifest) find it under "fidelity".
 
 Checks, per direction that carries data:
   rate_ceiling     departures from the bottleneck never above the configured rate
@@ -34,7 +35,8 @@ import numpy as np
 import pandas as pd
 
 from . import metrics
-from .data import RunData, write_manifest_key
+from .. import results
+from .data import RunData
 from cclab.schema import MTU, TCP_IP_HEADERS, WIRE_OVERHEAD, WIRE_PACKET as WIRE
 RATE_CHECKS = ("rate_ceiling", "rate_backlogged", "link_limited")
 
@@ -497,9 +499,9 @@ def verdict(run, thresholds: Thresholds | None = None) -> dict:
 
 
 def write_verdict(run_dir, thresholds: Thresholds | None = None) -> dict:
-    """Compute the verdict and store it in manifest.json under "fidelity"."""
+    """Compute the verdict and store it beside the manifest (fidelity.json)."""
     v = verdict(RunData(run_dir), thresholds)
-    write_manifest_key(run_dir, "fidelity", v)
+    results.write_beside(run_dir, "fidelity", v)
     return v
 
 

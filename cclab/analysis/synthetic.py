@@ -12,7 +12,6 @@ RTT from 10 packets until ss_exit[i] s after its first ACK, then ssthresh = 0.7 
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import numpy as np
@@ -56,7 +55,7 @@ def make_run(path, experiment: str = "synthetic", repetition: int = 1, ccas=("cu
         "spec": {"name": experiment, "flows": [{"cca": c, "direction": "down"} for c in ccas]},
         "tc": {"cc-r1": {"cc-r1-core": [{"kind": "htb", "handle": "1:", "root": True},
                                         {"kind": "netem", "handle": "10:", "parent": "1:1"}]}},
-        "flows": [],
+        "flows": [], "beside": dict(results.BESIDE),
     }
 
     flows, iperf, ss, probe = [], [], [], []

@@ -60,15 +60,42 @@ def test_no_rate_evidence_is_not_ok(tmp_path):
     assert v["ok"] is False and "no rate check" in v["reasons"][-1]
 
 
-def test_write_verdict_into_manifest_atomically(tmp_path):
+def test_write_verdict_beside_the_manifest_atomically(tmp_path):
     d, _ = verdict(tmp_path, achieved=0.7)
-    before = json.loads((d / "manifest.json").read_text())
+    before = (d / "manifest.json").read_bytes()
     v = fidelity.write_verdict(d)
-    m = json.loads((d / "manifest.json").read_text())
-    assert m["fidelity"]["ok"] is False and m["fidelity"]["checks"] == json.loads(json.dumps(v["checks"]))
-    assert {k: m[k] for k in before} == before          # nothing else changed
-    assert not list(d.glob(".manifest.json.*"))         # no temporary file left
+    assert (d / "manifest.json").read_bytes() == before     # the runner's file, untouched
+    on_disk = json.loads((d / "fidelity.json").read_text())
+    assert on_disk["ok"] is False and on_disk["checks"] == json.loads(json.dumps(v["checks"]))
+    m = results.read_manifest(d)                            # readers find it under "fidelity"
+    assert m["beside"]["fidelity"] == "fidelity.json" and m["fidelity"] == on_disk
+    assert not [p for p in d.iterdir() if p.name.startswith(".")]   # no temporary file left
     assert data.RunData(d).trusted is False
+
+
+def test_manifest_readers_take_beside_files_and_old_inline_keys(tmp_path):
+    """A run made before the verdict had its own file keeps it inside the manifest; labkit (no
+    engine) and cclab.results read both layouts alike, and follow no "beside" name out of the
+    run folder."""
+    import labkit
+    d = synthetic.make_run(tmp_path / "new", ccas=("cubic",))
+    fidelity.write_verdict(d)
+    old = tmp_path / "old"
+    old.mkdir()
+    m = json.loads((d / "manifest.json").read_text())
+    m.pop("beside")
+    m["fidelity"] = json.loads((d / "fidelity.json").read_text())
+    (old / "manifest.json").write_text(json.dumps(m))
+    for run in (d, old):
+        assert results.read_manifest(run)["fidelity"] == labkit.read_manifest(run)["fidelity"]
+        assert results.read_manifest(run)["fidelity"]["ok"] == fidelity.verdict(d)["ok"]
+    (tmp_path / "elsewhere.json").write_text(json.dumps({"ok": True}))
+    m = json.loads((d / "manifest.json").read_text())
+    for name in ("../elsewhere.json", "/etc/hostname", "manifest.json", 7):
+        m["beside"] = {"fidelity": name}
+        (d / "manifest.json").write_text(json.dumps(m))
+        for read in (results.read_manifest, labkit.read_manifest):
+            assert "fidelity" not in read(d), name
 
 
 def test_a_stream_of_small_datagrams_on_the_wire_is_not_a_queue(tmp_path):

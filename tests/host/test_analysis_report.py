@@ -3,6 +3,7 @@
 import json
 
 from cclab.analysis import __main__ as cli
+from cclab import results
 from cclab.analysis import report, synthetic
 
 
@@ -22,8 +23,7 @@ def test_report_renders(tmp_path):
     assert "<table>" in html and '<img src="timeseries.png"' in html
     assert len(files) == 2
     # the verdicts were recorded
-    m = json.loads((tmp_path / "res" / "exp" / "r2" / "manifest.json").read_text())
-    assert m["fidelity"]["ok"] is False
+    assert json.loads((tmp_path / "res" / "exp" / "r2" / "fidelity.json").read_text())["ok"] is False
 
 
 def test_cli(tmp_path, capsys):
@@ -31,9 +31,9 @@ def test_cli(tmp_path, capsys):
     assert cli.main(["verdict", str(d), "--no-write"]) == 0
     out = capsys.readouterr().out
     assert "UNTRUSTWORTHY" in out and "idle_rtt" in out
-    assert "fidelity" not in json.loads((d / "manifest.json").read_text())
+    assert not (d / "fidelity.json").exists() and "fidelity" not in results.read_manifest(d)
     assert cli.main(["verdict", str(d), "--strict"]) == 2
-    assert json.loads((d / "manifest.json").read_text())["fidelity"]["ok"] is False
+    assert json.loads((d / "fidelity.json").read_text())["ok"] is False
     capsys.readouterr()
     assert cli.main(["metrics", str(d), "--per", "summary"]) == 0
     assert "goodput_bps" in capsys.readouterr().out

@@ -183,9 +183,8 @@ def test_reference_bands_come_from_reference_runs(tmp_path, capsys):
     import labkit
     root = tmp_path / "ref1" / "submission"
     wifi = next((root / "lab1" / "lab1-wifi").iterdir())
-    m = json.loads((wifi / "manifest.json").read_text())
-    m["fidelity"] = dict(m["fidelity"], ok=False, reasons=["packet_spacing: 1.2 x"])
-    (wifi / "manifest.json").write_text(json.dumps(m))
+    v = json.loads((wifi / "fidelity.json").read_text())
+    (wifi / "fidelity.json").write_text(json.dumps(dict(v, ok=False, reasons=["packet_spacing: 1.2 x"])))
     labkit.write_record("lab1", "quick", labkit.run_dirs("lab1", root), root)
     assert make_reference.main(["lab1", str(tmp_path / "ref0" / "submission"), str(root),
                                 "--min-samples", "1"]) == 0
@@ -202,10 +201,10 @@ def test_verify_names_what_is_wrong(tmp_path, monkeypatch):
     root = tmp_path / "submission"
     assert labkit.verify("lab1", root) == []
     run = next((root / "lab1" / "lab1-wired").iterdir())
-    m = json.loads((run / "manifest.json").read_text())
-    m["fidelity"]["ok"] = False
-    m["fidelity"]["reasons"] = ["rate_ceiling: departures above the configured rate"]
-    (run / "manifest.json").write_text(json.dumps(m))
+    v = json.loads((run / "fidelity.json").read_text())
+    v["ok"] = False
+    v["reasons"] = ["rate_ceiling: departures above the configured rate"]
+    (run / "fidelity.json").write_text(json.dumps(v))
     bad = labkit.verify("lab1", root)
     assert any("hash differs" in b for b in bad) and any("fidelity verdict not OK" in b for b in bad)
     # rewriting the record too still leaves the run's own inconsistencies

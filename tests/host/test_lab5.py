@@ -48,6 +48,17 @@ def test_tcp_info_offsets_follow_the_kernel_layout():
     assert off["delivery_rate"] % 8 == 0
 
 
+def test_tcp_info_reads_as_the_engine_reads_it():
+    """tuner_support keeps its own decoder (lab 5's student download runs without the engine);
+    on the same bytes it gives what cclab.netlink's full layout gives."""
+    import os
+    from cclab import netlink
+    for size in (ts.TCPI_MIN_LEN, 232, 256):
+        buf = os.urandom(size)
+        engine = netlink.parse_tcp_info(buf)
+        assert ts.parse_tcp_info(buf) == {k: engine[k] for k in ts.TCPI_FIELDS}
+
+
 def test_tcp_info_rejects_a_short_buffer():
     with pytest.raises(ValueError):
         ts.parse_tcp_info(bytes(104))

@@ -32,7 +32,7 @@ def run(tmp_path, name, rate="20mbit", duration=8, hogs=0):
     assert man["status"] == "complete", man["error"]
     assert len(results.load(d, "cpu")) > 10          # the CPU check has data to judge
     v = fidelity.write_verdict(d)
-    assert results.read_manifest(d)["fidelity"]["ok"] == v["ok"]
+    assert results.read_manifest(d)["fidelity"]["ok"] == v["ok"]     # fidelity.json, beside it
     return d, v
 
 
