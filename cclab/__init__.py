@@ -7,6 +7,7 @@
     traces      mahimahi-format cellular traces and a generator
     topo        the Mininet dumbbell and its configuration plan
     measure     measurement commands and their parsers
+    measurements  one class per measurement (start, settle, stop, tables), as a run drives them
     ccas        the congestion controls a run needs: loaded and allowed, or a one-line refusal
     provenance  module hashes, tool versions, the kit's commit (what each manifest records)
     runner      one run from start to cleanup; sweeps with progress

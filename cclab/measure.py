@@ -12,7 +12,8 @@
     spline:spline_mode   spline.csv                (the kit's modules' tracepoints, when
     search:search_exit   search.csv                 measure.events names them)
 
-The parsers are pure functions of the text, so they are tested without a network.
+The parsers are pure functions of the text, so they are tested without a network.  The classes
+that take each measurement during a run are in cclab.measurements.
 """
 
 from __future__ import annotations

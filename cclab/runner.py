@@ -26,14 +26,9 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import ccas, dynamics, measure, netlink, provenance, results, state, tc, topo
-from .spec import MODULE_EVENTS, Experiment
+from . import ccas, dynamics, measure, measurements, provenance, results, state, tc, topo
+from .spec import Experiment
 
-# How long the cleanup waits, once every client has finished, for the iperf3 servers to receive
-# their clients' last control message and write their results (see _let_servers_finish).  A lost
-# message costs an RTO, doubling on each retry: from 0.2 s on the labs' 40 ms paths (8 s covers
-# five retries) and about 1 s on GEO's 600 ms path (three).  Servers that are done cost nothing.
-SERVER_GRACE_S = 8.0
 # iperf3's connection timeout (s), for the control and data connections.  On a path whose queue
 # is full a SYN waits for the queue to drain, or is dropped and sent again 1 s, 3 s, 7 s later: a
 # saturated GEO path (600 ms, an 8-BDP queue draining for 4.8 s) needs more than the default.
@@ -67,10 +62,6 @@ def patience(link) -> float:
 # exchange, and was stopped 10 s after its timer.
 CLIENT_GRACE_S = 15.0
 
-# A packet capture is stopped once its file has not grown for CAPTURE_SETTLE_S (tcpdump has
-# read what the kernel buffered), waiting at most CAPTURE_WAIT_S.
-CAPTURE_SETTLE_S = 0.5
-CAPTURE_WAIT_S = 10.0
 TOOLS = ("iperf3", "tc", "ss", "ip", "ethtool", "ping", "sysctl", "mnexec")
 
 
@@ -144,17 +135,6 @@ def signals_held():
 
 # ---------------------------------------------------------------- one run
 
-def listening_ports(ss_output: str) -> set[int]:
-    """The local ports in `ss -ltnH` output (its fourth column: 0.0.0.0:5201, *:5201, [::]:5201)."""
-    ports = set()
-    for line in ss_output.splitlines():
-        fields = line.split()
-        port = fields[3].rsplit(":", 1)[-1] if len(fields) >= 4 else ""
-        if port.isdigit():
-            ports.add(int(port))
-    return ports
-
-
 class Run:
     def __init__(self, exp: Experiment, repetition: int, out: Path, stamp: str):
         self.exp = exp
@@ -162,18 +142,15 @@ class Run:
         self.dir = Path(out) / exp.name / f"{stamp}-{repetition}"
         self.raw = self.dir / "raw"
         self.seed = exp.seed + repetition - 1
-        self.procs: list[tuple[str, object]] = []   # (what, Popen)
-        self.clients: dict[int, tuple[object, float]] = {}   # flow -> (Popen, t_spawn)
+        # (what, Popen, how it is stopped: a signal, or None for "close its stdin")
+        self.procs: list[tuple[str, object, object]] = []
+        self.measurements = measurements.chosen(exp)
+        self.iperf = self.measurements[-1]          # the flows (measurements.Iperf)
         self.changes: list[dict] = []
         self.holds: list[dict] = []                 # plug steps of the spec's [[hold]]s, as applied
         self.errors: list[str] = []               # any of these: the run is incomplete
-        self.handshake_lost: list[int] = []       # UDP flows whose iperf3 gave up unstarted
         self.warnings: list[str] = []
         self.net = None
-        self.tracer = None
-        self.recorder = None
-        self.cpu = None
-        self.ifindex = {}                           # node -> {ifindex: (dev, direction)}
         self.batch = {}                             # node -> tc -batch Popen
         self.stopping = threading.Event()           # ends the link-change thread
         self.dyn_thread = None
@@ -182,12 +159,27 @@ class Run:
         self.patience = patience(exp.link)
 
     # -- helpers
-    def popen(self, node, argv, what, stdout=None, env=None):
-        p = node.popen(argv, stdout=stdout or subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                       env=env)
-        self.procs.append((what, p))
+    def popen(self, node, argv, what, stdout=None, stop=signal.SIGTERM, **kw):
+        """A process of the run in `node`; the cleanup stops it with `stop` (SIGINT for those
+        that write what they have on it, after the flows have settled; SIGTERM after those;
+        None: its stdin is closed and it ends by itself)."""
+        kw.setdefault("stderr", subprocess.DEVNULL)
+        p = node.popen(argv, stdout=stdout or subprocess.DEVNULL, **kw)
+        self.procs.append((what, p, stop))
         self.state.add_proc(p.pid, what)
         return p
+
+    @property
+    def clients(self) -> dict:
+        return self.iperf.clients
+
+    @property
+    def handshake_lost(self) -> list[int]:
+        return self.iperf.handshake_lost
+
+    def flows_done(self) -> bool:
+        """Every flow's client has started and ended."""
+        return self.iperf.done(len(self.exp.flows))
 
     def now(self) -> float:
         return time.monotonic() - self.mono0
@@ -254,60 +246,19 @@ class Run:
 
     def _run(self) -> None:
         exp = self.exp
-        m = exp.measure
-        if m.cpu:
-            from .cpu import CpuSampler
-            self.cpu = CpuSampler(hz=m.cpu_hz).start()
+        early = [m for m in self.measurements if m.before_network]
+        for m in early:
+            m.start(self)
         self.net = topo.Network(exp, on_node=self.state.add_node)
         self.net.start()
         self.manifest["node_socket_buckets"] = self.net.socket_buckets
         self._snapshot()
-        ports = [exp.port(i) for i in range(len(exp.flows))]
-        # measurements
-        events = (["tcp:tcp_probe"] if m.tcp_probe else []) + list(m.events)
-        if events:
-            # one tracing instance for tcp_probe and the modules' tracepoints
-            self.tracer = measure.ProbeTracer(ports, self.raw / "tcp_probe.txt", events)
-            try:
-                self.tracer.start(self.state.set_trace_instance)
-            except (OSError, RuntimeError) as e:
-                if m.events:
-                    raise RunError(f"measure.events: cannot trace {', '.join(events)}: {e}") from None
-                self.warnings.append(f"tcp_probe unavailable: {e}")
-                self.tracer = None
-        senders = sorted({topo.endpoints(f.direction, f.pair)[0] for f in exp.flows})
-        if m.ss or m.qdisc:
-            self.recorder = netlink.Recorder()
-            if m.ss:
-                for h in senders:
-                    self.recorder.add(self.net.node(h).pid, "sockets", m.ss_hz,
-                                      self.raw / f"sockets-{h}.bin")
-            if m.qdisc:
-                for node in sorted({s.node for s in topo.shaped(exp.link)}):
-                    self.recorder.add(self.net.node(node).pid, "qdiscs", m.qdisc_hz,
-                                      self.raw / f"qdiscs-{node}.bin")
-            self.recorder.start()
-        if m.capture:
-            for h in senders:
-                self.popen(self.net.node(h), measure.capture(topo.host_dev(h),
-                           str(self.raw / f"capture-{h}.pcap"), m.snaplen), f"tcpdump {h}")
-        if m.ping:
-            src, dst = topo.client(1), topo.server(1)
-            f = open(self.raw / f"ping-{src}.txt", "w")
-            self.popen(self.net.node(src), measure.ping(topo.address(dst), m.ping_interval),
-                       "ping", stdout=f)
-            f.close()
-        # iperf3 servers, each waited for until it listens
-        for i, f in enumerate(exp.flows):
-            receiver = topo.endpoints(f.direction, f.pair)[1]
-            out = open(self.raw / f"iperf-server-{i + 1}.json", "w")
-            self.popen(self.net.node(receiver), measure.iperf_server(exp.port(i), m.iperf_interval),
-                       f"iperf3 server {i + 1}", stdout=out)
-            out.close()
-        servers: dict[str, set[int]] = {}
-        for i, f in enumerate(exp.flows):
-            servers.setdefault(topo.endpoints(f.direction, f.pair)[1], set()).add(exp.port(i))
-        self._wait_listening(servers)
+        try:
+            for m in self.measurements:         # the iperf3 servers last: each listens then
+                if m not in early:
+                    m.start(self)
+        except measurements.MeasurementError as e:
+            raise RunError(str(e)) from None
         if exp.link.dynamics is not None:
             for node in sorted({s.node for s in topo.shaped(exp.link)}):
                 self._tc_batch(node)                # started now, not on the timeline
@@ -324,8 +275,6 @@ class Run:
         self.t0 = time.time()
         self.manifest["start_epoch"] = self.t0
         self.manifest["start"] = iso(self.t0)
-        if self.tracer is not None:
-            self.manifest["probe_clock"] = "mono"
         if dynamics.on_wall_clock(exp.link):       # placed again on the real start (cheap)
             changes = dynamics.schedule(exp.link, self.seed, self.t0, limit)
         changes = sorted(changes + dynamics.hold_steps(exp.hold), key=lambda c: c.t)
@@ -342,9 +291,9 @@ class Run:
         while True:
             now = self.now()
             if pending and pending[0][0] <= now:
-                self._start_flow(pending.pop(0)[1])
+                self.iperf.start_client(self, pending.pop(0)[1], self.patience)
                 continue
-            done = self._clients_done()
+            done = self.flows_done()
             if done and sized and not extended:
                 end, extended = max(end, now + exp.tail), True   # the tail after the last flow
             if done and now >= end:
@@ -397,42 +346,6 @@ class Run:
                 f"run the experiment again")
         raise RunError(message)
 
-    def _clients_done(self) -> bool:
-        return len(self.clients) == len(self.exp.flows) and \
-            all(p.poll() is not None for p, _ in self.clients.values())
-
-    def _wait_listening(self, servers: dict[str, set[int]], timeout: float = 10.0) -> None:
-        """Until every iperf3 server listens (servers: receiving node -> ports): each round asks
-        each node that still waits for its listening TCP ports once, the nodes side by side."""
-        waiting = {host: set(ports) for host, ports in servers.items()}
-        deadline = time.monotonic() + timeout
-        while True:
-            hosts = sorted(waiting)
-            outs = topo.run_in_all([(self.net.node(h), ["ss", "-ltnH"], None, False) for h in hosts])
-            for host, out in zip(hosts, outs):
-                waiting[host] -= listening_ports(out)
-                if not waiting[host]:
-                    del waiting[host]
-            if not waiting:
-                return
-            if time.monotonic() >= deadline:
-                host = sorted(waiting)[0]
-                raise RunError(f"iperf3 server on {host}:{min(waiting[host])} did not start")
-            time.sleep(0.05)
-
-    def _start_flow(self, i: int) -> None:
-        exp = self.exp
-        f = exp.flows[i]
-        sender, receiver = topo.endpoints(f.direction, f.pair)
-        out = open(self.raw / f"iperf-{i + 1}.json", "w")
-        t = self.now()
-        p = self.popen(self.net.node(sender), measure.iperf_client(
-            f, topo.address(receiver), exp.port(i), exp.measure.iperf_interval,
-            connect_timeout=self.patience),
-            f"iperf3 client {i + 1}", stdout=out)
-        out.close()
-        self.clients[i + 1] = (p, t)
-
     def _dynamics(self, changes: list) -> None:
         """Apply each link change at its instant, until the run stops."""
         for c in changes:
@@ -479,14 +392,11 @@ class Run:
     def _tc_batch(self, node_name: str):
         """A long-lived `tc -batch -` per node: a change costs one line, not a process."""
         if node_name not in self.batch:
-            log = open(self.raw / f"tc-batch-{node_name}.log", "w")
-            p = self.net.node(node_name).popen(["tc", "-force", "-batch", "-"],
-                                               stdin=subprocess.PIPE, stdout=log, stderr=log,
-                                               text=True)
-            log.close()
-            self.procs.append((f"tc batch {node_name}", p))
-            self.state.add_proc(p.pid, f"tc batch {node_name}")
-            self.batch[node_name] = p
+            with open(self.raw / f"tc-batch-{node_name}.log", "w") as log:
+                self.batch[node_name] = self.popen(
+                    self.net.node(node_name), ["tc", "-force", "-batch", "-"],
+                    f"tc batch {node_name}", stdout=log, stop=None, stdin=subprocess.PIPE,
+                    stderr=log, text=True)
         return self.batch[node_name]
 
     def _snapshot(self) -> None:
@@ -494,9 +404,6 @@ class Run:
         setup script ends with these queries (topo.snapshot_queries), so this reads their
         answers."""
         snap = self.net.snapshot
-        for s in topo.shaped(self.exp.link):
-            self.ifindex.setdefault(s.node, {})[topo.ifindex_of(snap[s.node], s.dev)] = (
-                s.dev, s.direction)
         for node, devs in topo.interfaces(self.exp.link).items():
             answers = snap[node]
             self.manifest["tc"][node] = {
@@ -511,25 +418,29 @@ class Run:
 
     # -- the end
     def _cleanup(self) -> None:
+        """End everything the run started, whatever stopped it: the link changes; then each
+        measurement settles (what is on its way arrives); the processes that write what they
+        have on SIGINT get it, the tc batches their end of input, the rest SIGTERM; once every
+        process has ended, the measurements' threads stop; then the namespaces go."""
         self.stopping.set()
         if self.dyn_thread is not None:
             self.dyn_thread.join(timeout=5)
-        self._let_servers_finish()
-        self._let_captures_catch_up()
-        for what, p in self.procs:
-            if p.poll() is None and what.startswith(("iperf3 client", "tcpdump", "ping")):
-                p.send_signal(signal.SIGINT)       # iperf3 and tcpdump write what they have
-        for p in self.batch.values():
-            try:
-                p.stdin.close()
-            except OSError:
-                pass
+        for m in self.measurements:
+            m.settle(self)
+        for what, p, stop in self.procs:
+            if p.poll() is None and stop == signal.SIGINT:
+                p.send_signal(signal.SIGINT)
+        for what, p, stop in self.procs:
+            if stop is None:
+                try:
+                    p.stdin.close()
+                except OSError:
+                    pass
         deadline = time.monotonic() + 3
-        for what, p in self.procs:
-            if p.poll() is None:
-                if not what.startswith(("iperf3 client", "tcpdump", "ping", "tc batch")):
-                    p.terminate()
-        for what, p in self.procs:
+        for what, p, stop in self.procs:
+            if p.poll() is None and stop not in (None, signal.SIGINT):
+                p.send_signal(stop)
+        for what, p, _ in self.procs:
             try:
                 p.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
@@ -538,69 +449,11 @@ class Run:
                     p.wait(timeout=2)
                 except subprocess.TimeoutExpired:
                     self.errors.append(f"{what} (pid {p.pid}) would not stop")
-        if self.cpu is not None:
-            self.cpu.stop()
-        if self.recorder is not None:
-            self.recorder.stop()                   # its sockets hold the namespaces open
-        if self.tracer is not None:
-            try:
-                self.tracer.stop()
-            except OSError as e:
-                self.errors.append(f"tcp_probe: {e}")
-            self.state.set_trace_instance(None)
+        for m in self.measurements:
+            m.stop(self)
         left = self.state.tear_down(self.net.stop if self.net is not None else None)
         if left:
             self.errors.append(f"processes still in the run's namespaces: {left}")
-
-    def _let_servers_finish(self) -> None:
-        """An iperf3 server (-1) writes its JSON -- the receiver's intervals -- and exits once its
-        client's final control message arrives, which loss on the link can hold back by an RTO
-        or more after the client is done.  When every client has finished, wait up to
-        SERVER_GRACE_S for the servers; one still running then is killed by the cleanup, which
-        loses its intervals, so that is an error of the run."""
-        if not self._clients_done():
-            return                                 # interrupted or failed: no waiting
-        # a server whose client failed never hears from it: no waiting for that one (the
-        # client's failure is the run's error)
-        ok = {i for i, (p, _) in self.clients.items() if p.returncode == 0}
-        servers = [(what, p) for what, p in self.procs
-                   if what.startswith("iperf3 server") and int(what.rsplit(" ", 1)[1]) in ok]
-        grace = max(SERVER_GRACE_S, self.patience)
-        deadline = time.monotonic() + grace
-        while any(p.poll() is None for _, p in servers) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        late = [what for what, p in servers if p.poll() is None]
-        if late:
-            self.errors.append(f"{', '.join(late)} still waiting for the client's last message "
-                               f"{grace:.1f} s after every client finished; killed, so the "
-                               "receiver's intervals of those flows are lost (a longer `tail` helps)")
-
-    def _let_captures_catch_up(self) -> None:
-        """tcpdump reads the kernel's capture buffer behind the traffic, the more so under
-        software emulation, and what it has not read when it is stopped is lost (a capture in
-        the VM ended 0.5 MB short of its flow).  Before stopping it, wait until each capture
-        file (written packet by packet, -U) has stopped growing for CAPTURE_SETTLE_S, at most
-        CAPTURE_WAIT_S."""
-        if not self._clients_done():
-            return                                 # interrupted: the traffic may still flow
-        files = [self.raw / f"capture-{what.split(' ', 1)[1]}.pcap" for what, p in self.procs
-                 if what.startswith("tcpdump") and p.poll() is None]
-        if not files:
-            return
-
-        def sizes():
-            return [f.stat().st_size if f.exists() else 0 for f in files]
-        deadline = time.monotonic() + CAPTURE_WAIT_S
-        last, still_since = sizes(), time.monotonic()
-        while time.monotonic() < deadline:
-            time.sleep(0.1)
-            now = sizes()
-            if now != last:
-                last, still_since = now, time.monotonic()
-            elif time.monotonic() - still_since >= CAPTURE_SETTLE_S:
-                return
-        self.warnings.append(f"packet capture still growing {CAPTURE_WAIT_S:g} s after the flows; "
-                             "it may miss the last packets")
 
     def _tables(self) -> None:
         """Raw output -> CSV tables (whatever exists, also after an interruption)."""
@@ -611,90 +464,22 @@ class Run:
             self.errors.append(f"tables: {type(e).__name__}: {e}")
 
     def _tables_inner(self, exp: Experiment) -> None:
-        t0, mono0 = self.t0, self.mono0
-        parsed, local_ports = {}, {}
-        for i in range(1, len(exp.flows) + 1):
-            client = measure.parse_iperf(measure.read_json(self.raw / f"iperf-{i}.json"), i, 0.0)
-            server, _ = measure.parse_iperf(measure.read_json(self.raw / f"iperf-server-{i}.json"), i, 0.0)
-            parsed[i] = client, [r for r in server if r["side"] == "receiver"]
-            local_ports[i] = [p for p in client[1].pop("local_ports") if p]
-        flow_of = measure.flow_lookup(exp, local_ports)
-        ss_rows = []
-        for path in sorted(self.raw.glob("sockets-*.bin")):
-            ss_rows += measure.parse_sockets(path, path.stem[len("sockets-"):], t0, flow_of)
-        flows, iperf_rows = [], []
-        period = 1 / exp.measure.ss_hz if exp.measure.ss_hz else 0.0
-        for i, f in enumerate(exp.flows, 1):
-            sender, receiver = topo.endpoints(f.direction, f.pair)
-            proc, t_spawn = self.clients.get(i, (None, None))
-            (rows, summ), server_rows = parsed[i]
-            # iperf3's intervals count from its test start, which comes after every connection
-            # is up: place them there, not at the client's spawn (measure.test_start)
-            start = None if t_spawn is None else measure.test_start(ss_rows, i, t_spawn, period)
-            ran = max((r["t_end"] for r in rows), default=0.0)     # the client's own intervals
-            iperf_rows += [dict(r, t_start=round(r["t_start"] + (start or 0.0), 6),
-                                t_end=round(r["t_end"] + (start or 0.0), 6)) for r in rows + server_rows]
-            err = summ.pop("error")
-            if err:
-                self.errors.append(f"flow {i}: iperf3: {err}")
-                if f.protocol == "udp" and measure.udp_never_started(
-                        measure.read_json(self.raw / f"iperf-{i}.json")):
-                    self.handshake_lost.append(i)
-            flows.append({"flow": i, "cca": f.cca, "direction": f.direction, "pair": f.pair,
-                          "sender": sender, "receiver": receiver, "port": exp.port(i - 1),
-                          "protocol": f.protocol, "streams": f.streams, "start": f.start,
-                          "duration": f.duration, "bytes_requested": f.bytes,
-                          "t_spawn": None if t_spawn is None else round(t_spawn, 6),
-                          "t_start": None if start is None else round(start, 6),
-                          "t_end": None if start is None else round(start + ran, 6),
-                          "exit_code": proc.returncode if proc else None, **summ})
-        self.warnings += measure.overlaps(flows)
-        for fl in flows:
-            # The congestion control that carried the flow's data: iperf3 -C sets it once the
-            # connection is up and its cookie written, so a sample taken before then may show
-            # the host's default; such a socket has sent no more than the cookie and does not
-            # count (a sample between the cookie and the switch failed a VM test once).
-            ccs = {r.get("cca") for r in ss_rows if r["flow"] == fl["flow"] and r.get("cca")
-                   and (r.get("data_segs_out") or 0) > measure.COOKIE_SEGMENTS}
-            fl["cca_ss"] = ",".join(sorted(ccs)) if ccs else None
-        probe_rows, module_rows = [], {}
-        if (self.raw / "tcp_probe.txt").exists():
-            text = (self.raw / "tcp_probe.txt").read_text()
-            probe_rows = measure.parse_probe(text, mono0, flow_of)
-            module_rows = measure.parse_module_events(text, mono0, flow_of)
-        qdisc_rows = []
-        for node, devs in self.ifindex.items():
-            p = self.raw / f"qdiscs-{node}.bin"
-            if p.exists():
-                qdisc_rows += measure.parse_qdiscs(p, node, devs, t0)
-        ping_rows = []
-        for p in sorted(self.raw.glob("ping-*.txt")):
-            ping_rows += measure.parse_ping(p.read_text(), topo.client(1), topo.server(1), t0,
-                                            exp.measure.ping_interval)
-        for name, rows in (("flows", flows), ("iperf", iperf_rows), ("ss", ss_rows),
-                           ("probe", probe_rows), ("qdisc", qdisc_rows), ("ping", ping_rows),
-                           ("changes", self.changes)):
-            results.write_table(self.dir, name, rows)
+        found = measurements.Found(self.t0, self.mono0, self.iperf.flow_lookup(self))
+        for m in self.measurements:             # Iperf last: its tables need the sockets'
+            found.rows.update(m.tables(self, found))
+        for name in ALWAYS_TABLES:
+            results.write_table(self.dir, name, found.rows.get(name, []))
+        for name, rows in found.rows.items():
+            if name not in ALWAYS_TABLES:       # cpu, the enabled tracepoints'
+                results.write_table(self.dir, name, rows)
+        results.write_table(self.dir, "changes", self.changes)
         if exp.hold:
             results.write_table(self.dir, "holds", self.holds)
-        for event in exp.measure.events:           # only the tracepoints the spec enabled
-            table = MODULE_EVENTS[event]
-            results.write_table(self.dir, table, module_rows.get(table, []))
-        if self.cpu is not None:
-            results.write_table(self.dir, "cpu", [
-                {"t": round(e - t0, 3), "cpu": k, "busy_frac": round(v, 4)}
-                for e, k, v in list(self.cpu.rows)])
-        self.manifest["flows"] = flows
-        # did each flow run the congestion control it asked for?
-        for fl in flows:
-            if fl["protocol"] != "tcp" or fl["t_start"] is None:
-                continue
-            seen = {c for c in (fl.get("cca_iperf"), *(fl.get("cca_ss") or "").split(",")) if c}
-            if not seen:
-                self.errors.append(f"flow {fl['flow']}: could not tell which congestion control ran")
-            elif seen != {fl["cca"]}:
-                self.errors.append(f"flow {fl['flow']} asked for {fl['cca']} but ran "
-                                   f"{', '.join(sorted(seen))}")
+        self.manifest["flows"] = found.rows["flows"]
+
+
+# Written for every run, empty when the measurement was off.
+ALWAYS_TABLES = ("flows", "iperf", "ss", "probe", "qdisc", "ping")
 
 
 # ---------------------------------------------------------------- many runs

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from cclab import measure, netlink, results, runner, traces
+from cclab import measure, measurements, netlink, results, traces
 from cclab.spec import Experiment, Flow
 from cclab.units import SpecError
 
@@ -364,34 +364,37 @@ def test_cli_usage_errors_exit_2():
     assert cclab("frobnicate").returncode == 2
 
 
-def _run_with(procs, clients):
-    """A Run with real processes standing in for its iperf3 servers and clients."""
+def _run_with(servers=(), clients=(), captures=()):
+    """A Run whose Iperf (and Capture) measurements hold real processes standing in for iperf3
+    servers and clients (and tcpdump: (pcap path, Popen))."""
+    from cclab import measurements, spec
     from cclab.runner import Run
-    from cclab import spec
     exp = spec.from_dict({"profile": "wired", "flow": [{"cca": "cubic", "duration": "1s"}]}, "t")
     r = Run(exp, 1, Path("/nonexistent"), "x")
-    r.procs = procs
-    r.clients = {i + 1: (p, 0.0) for i, p in enumerate(clients)}
-    return r
+    r.iperf.servers = {i + 1: p for i, p in enumerate(servers)}
+    r.iperf.clients.update({i + 1: (p, 0.0) for i, p in enumerate(clients)})
+    capture = measurements.Capture(96)
+    capture.files = list(captures)
+    return r, capture
 
 
-def test_cleanup_waits_for_servers_then_reports_one_it_must_kill(monkeypatch):
-    from cclab import runner
-    monkeypatch.setattr(runner, "SERVER_GRACE_S", 1.5)
+def test_iperf_settles_waiting_for_servers_then_reports_one_it_must_kill(monkeypatch):
+    from cclab import measurements, runner
+    monkeypatch.setattr(measurements, "SERVER_GRACE_S", 1.5)
     monkeypatch.setattr(runner, "patience", lambda link: 0.0)     # the grace time alone
     client = subprocess.Popen(["true"])
     client.wait()
     quick = subprocess.Popen(["sleep", "0.4"])          # finishes within the grace time
     began = time.monotonic()
-    r = _run_with([("iperf3 server 1", quick), ("iperf3 client 1", client)], [client])
-    r._let_servers_finish()
+    r, _ = _run_with([quick], [client])
+    r.iperf.settle(r)
     print(f"a server that ends within the grace: waited {time.monotonic() - began:.2f} s")
     assert quick.poll() == 0 and r.errors == []             # it ended by itself, not killed
     stuck = subprocess.Popen(["sleep", "30"])
     try:
-        r = _run_with([("iperf3 server 1", stuck), ("iperf3 client 1", client)], [client])
+        r, _ = _run_with([stuck], [client])
         began = time.monotonic()
-        r._let_servers_finish()
+        r.iperf.settle(r)
         print(f"a server stuck past the grace: waited {time.monotonic() - began:.2f} s")
         assert stuck.poll() is None                     # it returned without waiting it out
         assert len(r.errors) == 1 and "1.5 s after every client finished" in r.errors[0]
@@ -400,16 +403,16 @@ def test_cleanup_waits_for_servers_then_reports_one_it_must_kill(monkeypatch):
         # a server whose client failed is not waited for (the client's failure is the error)
         failed = subprocess.Popen(["false"])
         failed.wait()
-        r = _run_with([("iperf3 server 1", stuck), ("iperf3 client 1", failed)], [failed])
+        r, _ = _run_with([stuck], [failed])
         began = time.monotonic()
-        r._let_servers_finish()
+        r.iperf.settle(r)
         print(f"not waited for: returned in {time.monotonic() - began:.2f} s")
         assert r.errors == []               # a wait through the grace would report the server
         # an interrupted run (a client still running) does not wait at all
         running = subprocess.Popen(["sleep", "30"])
-        r = _run_with([("iperf3 server 1", stuck)], [running])
+        r, _ = _run_with([stuck], [running])
         began = time.monotonic()
-        r._let_servers_finish()
+        r.iperf.settle(r)
         print(f"not waited for: returned in {time.monotonic() - began:.2f} s")
         assert r.errors == []               # a wait through the grace would report the server
         running.kill()
@@ -471,9 +474,9 @@ def test_a_clients_deadline_runs_from_its_own_start_and_grows_with_the_path():
     assert s._deadline(1, 0.0, sized.time_limit) == sized.time_limit + runner.CLIENT_GRACE_S
 
 
-def test_cleanup_lets_a_capture_catch_up_before_stopping_it(tmp_path, monkeypatch):
-    from cclab import runner
-    monkeypatch.setattr(runner, "CAPTURE_WAIT_S", 3.0)
+def test_a_capture_settles_before_it_is_stopped(tmp_path, monkeypatch):
+    from cclab import measurements
+    monkeypatch.setattr(measurements, "CAPTURE_WAIT_S", 3.0)
     client = subprocess.Popen(["true"])
     client.wait()
     pcap = tmp_path / "raw" / "capture-cc-s1.pcap"
@@ -482,10 +485,9 @@ def test_cleanup_lets_a_capture_catch_up_before_stopping_it(tmp_path, monkeypatc
     writer = subprocess.Popen(["sh", "-c", f"for i in 1 2 3 4 5 6 7 8 9 10; do echo x >> {pcap}; "
                                             "sleep 0.1; done; sleep 30"])
     try:
-        r = _run_with([("tcpdump cc-s1", writer), ("iperf3 client 1", client)], [client])
-        r.raw = pcap.parent
+        r, capture = _run_with(clients=[client], captures=[(pcap, writer)])
         began = time.monotonic()
-        r._let_captures_catch_up()
+        capture.settle(r)
         print(f"capture caught up in {time.monotonic() - began:.2f} s")
         assert pcap.read_text().count("x") == 10 and r.warnings == []
     finally:
@@ -494,10 +496,9 @@ def test_cleanup_lets_a_capture_catch_up_before_stopping_it(tmp_path, monkeypatc
     # one that never stops growing: stopped after CAPTURE_WAIT_S with a warning
     endless = subprocess.Popen(["sh", "-c", f"while :; do echo x >> {pcap}; sleep 0.05; done"])
     try:
-        r = _run_with([("tcpdump cc-s1", endless), ("iperf3 client 1", client)], [client])
-        r.raw = pcap.parent
+        r, capture = _run_with(clients=[client], captures=[(pcap, endless)])
         began = time.monotonic()
-        r._let_captures_catch_up()
+        capture.settle(r)
         print(f"a capture that never settles: stopped after {time.monotonic() - began:.2f} s")
         assert endless.poll() is None and "still growing" in r.warnings[0]
     finally:
@@ -510,5 +511,5 @@ def test_listening_ports_read_from_ss():
            "LISTEN 0      5            0.0.0.0:5202      0.0.0.0:*\n"
            "LISTEN 0      5               [::]:5203         [::]:*\n"
            "LISTEN 0      4096   127.0.0.53%lo:53        0.0.0.0:*\n")
-    assert runner.listening_ports(out) == {5201, 5202, 5203, 53}
-    assert runner.listening_ports("") == set()
+    assert measurements.listening_ports(out) == {5201, 5202, 5203, 53}
+    assert measurements.listening_ports("") == set()
