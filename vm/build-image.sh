@@ -161,6 +161,7 @@ install -m 0755 "$here/guest-init.sh" "$root/usr/local/sbin/cclab-guest-init"
 # would and hands over to systemd; a unit that runs the host's command once the VM is up; DHCP on
 # the user-mode network that forwards JupyterLab's port to the host.
 install -m 0755 "$here/student-init.sh" "$root/usr/local/sbin/cclab-student-init"
+install -m 0755 "$here/heartbeat.sh" "$root/usr/local/sbin/cclab-heartbeat"
 cat > "$root/etc/systemd/system/cclab-ctl.service" <<'EOF'
 [Unit]
 Description=Run the command vm/run.sh --systemd was given, then power off
@@ -172,7 +173,7 @@ Type=oneshot
 WorkingDirectory=/kit
 Environment=PATH=/opt/cclab/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 Environment=HOME=/root LANG=C.UTF-8 PY_COLORS=0
-ExecStart=/bin/bash -c 'cp /etc/cclab/jupyter-token /run/cclab-ctl/jupyter-token 2>/dev/null; cut -d" " -f1 /proc/uptime > /run/cclab-ctl/started; [ -f /run/cclab-ctl/env ] && . /run/cclab-ctl/env; bash /run/cclab-ctl/cmd </dev/null >/dev/console 2>&1; echo $? > /run/cclab-ctl/rc; sync'
+ExecStart=/bin/bash -c 'cp /etc/cclab/jupyter-token /run/cclab-ctl/jupyter-token 2>/dev/null; cut -d" " -f1 /proc/uptime > /run/cclab-ctl/started; cclab-heartbeat </dev/null >/dev/null 2>&1 & [ -f /run/cclab-ctl/env ] && . /run/cclab-ctl/env; bash /run/cclab-ctl/cmd </dev/null >/dev/console 2>&1; echo $? > /run/cclab-ctl/rc; sync'
 ExecStartPost=/bin/systemctl --no-block poweroff
 TimeoutStartSec=infinity
 

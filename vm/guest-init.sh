@@ -35,6 +35,7 @@ grep -hv '^#' /etc/modules-load.d/*.conf 2>/dev/null | while read -r m; do [ -n 
 [ -f /run/cclab-ctl/env ] && . /run/cclab-ctl/env
 
 cd /kit 2>/dev/null || cd /
+cclab-heartbeat </dev/null >/dev/null 2>&1 &
 bash /run/cclab-ctl/cmd </dev/null >/dev/console 2>&1
 echo $? > /run/cclab-ctl/rc
 sync

@@ -31,4 +31,4 @@ _tree_files() {
 base_key() { _hash_tree "$1" vm/provision.sh vm/requirements.txt vm/build-image.sh; }
 
 # Every provisioning input: the image is rebuilt when any of them changes.
-image_key() { _hash_tree "$1" vm/provision.sh vm/requirements.txt vm/build-image.sh vm/guest-init.sh vm/student-init.sh vm/lib.sh kmod; }
+image_key() { _hash_tree "$1" vm/provision.sh vm/requirements.txt vm/build-image.sh vm/guest-init.sh vm/student-init.sh vm/heartbeat.sh vm/lib.sh kmod; }

@@ -22,6 +22,8 @@
 #                   the runs' tables and captures, beside notebooks loading them with pandas)
 #   CCLAB_VM_BOOT_LIMIT  seconds the guest may take to reach the command before it is booted
 #                   again, once (default 300; 900 with --systemd)
+#   CCLAB_VM_STALL  seconds without the guest's heartbeat before it is sent an NMI and taken for
+#                   frozen: its stacks on the console, exit status 125 (default 180; 0: off)
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -158,9 +160,34 @@ boots=0
 # a browser test (CPU#1 stuck for 11 min in a python3 task, 28 Nov 2026) would otherwise wait
 # out the test's hour with nothing to show, and the report's stack is below loglevel 3.
 # A guest stuck where the soft-lockup watchdog cannot see it (a CPU spinning with interrupts
-# off) is taken apart through QEMU's monitor, a socket in the control folder:
-#   python3 -c 'import socket, sys; s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.sendall(b"nmi\n")' "$ctl/monitor.sock"
-# panics it (unknown_nmi_panic) with the stuck CPU's stack on the console.
+# off, a share that no longer answers) is taken apart through QEMU's monitor, a socket in the
+# control folder: an NMI panics it (unknown_nmi_panic), and the panic prints every CPU's stack
+# (panic_print=64) and the memory's state (2) on the console.  The guest's heartbeat
+# (vm/heartbeat.sh: its uptime written into the control folder every 5 s) tells when: one older
+# than CCLAB_VM_STALL seconds (default 180; 0 turns this off) sends the NMI.  A lab seen frozen in
+# CI (both vCPUs busy, nothing on the console, JupyterLab silent for 15 min) showed nothing else.
+stall=${CCLAB_VM_STALL:-180}
+case "$stall" in *[!0-9]*|'') die "CCLAB_VM_STALL takes whole seconds (0: no stall watch)" ;; esac
+# (The monitor reads a command once it has shown its prompt, and a client that writes and hangs
+# up before the next prompt may have sent nothing: so each prompt is waited for.)
+send_nmi() {
+  python3 -c '
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(10)
+s.connect(sys.argv[1])
+def prompt():
+    seen = b""
+    while not seen.endswith(b"(qemu) "):
+        got = s.recv(4096)
+        if not got:
+            raise SystemExit(1)
+        seen += got
+prompt()
+s.sendall(b"nmi\n")
+prompt()' "$ctl/monitor.sock" 2>/dev/null
+}
+nmi_at=
 start_guest() {
 boots=$((boots + 1))
 t0=$(date +%s.%N)
@@ -170,7 +197,7 @@ qemu-system-x86_64 "${accel_opts[@]}" -M pc -smp "$cpus" -m "$mem" \
   -nodefaults -display none -no-reboot \
   -chardev stdio,id=con,signal=off -serial chardev:con \
   -kernel "$vmlinuz" -initrd "$initrd" \
-  -append "root=/dev/vda rw console=ttyS0 quiet loglevel=3 init=$init panic=-1 softlockup_panic=1 watchdog_thresh=30 unknown_nmi_panic=1 tsc=reliable systemd.mask=serial-getty@ttyS0.service systemd.show_status=0" \
+  -append "root=/dev/vda rw console=ttyS0 quiet loglevel=3 init=$init panic=-1 softlockup_panic=1 watchdog_thresh=30 unknown_nmi_panic=1 panic_print=66 tsc=reliable systemd.mask=serial-getty@ttyS0.service systemd.show_status=0" \
   ${net_opts[@]+"${net_opts[@]}"} \
   -drive "file=$img,if=virtio,format=raw,snapshot=on" \
   -device virtio-rng-pci \
@@ -204,6 +231,19 @@ while kill -0 "$qpid" 2>/dev/null; do
     start_guest
     continue
   fi
+  if [ $booted -eq 1 ] && [ "$stall" -gt 0 ] && [ -z "$nmi_at" ] && [ -e "$ctl/alive" ]; then
+    age=$(( $(date +%s) - $(stat -c %Y "$ctl/alive" 2>/dev/null || date +%s) ))
+    if [ "$age" -gt "$stall" ]; then
+      echo "[vm] the guest stopped answering (no heartbeat for $age s): NMI sent; its stacks follow on the console" >&2
+      send_nmi || echo "[vm] the NMI could not be sent (QEMU's monitor did not answer)" >&2
+      nmi_at=$(date +%s)
+    fi
+  fi
+  if [ -n "$nmi_at" ] && [ $(( $(date +%s) - nmi_at )) -gt 60 ]; then
+    echo "[vm] the guest did not stop within 60 s of the NMI: stopping it" >&2
+    stop_guest
+    break
+  fi
   if awk -v a="$now" -v b="$t_first" -v t="$timeout" 'BEGIN { exit !(a - b > t) }'; then
     echo "[vm] time limit of $timeout s reached: stopping the guest" >&2
     cleanup
@@ -211,8 +251,12 @@ while kill -0 "$qpid" 2>/dev/null; do
   fi
   sleep 0.5
 done
-wait "$qpid" || true
+[ -z "$qpid" ] || wait "$qpid" || true
 qpid=
+if [ -n "$nmi_at" ]; then
+  echo "[vm] the guest froze: its heartbeat stopped for over $stall s (CCLAB_VM_STALL); the console above has its stacks" >&2
+  exit 125
+fi
 if [ ! -s "$ctl/rc" ]; then
   echo "[vm] the guest stopped without reporting an exit status" >&2
   exit 125

@@ -72,6 +72,17 @@ PORT = int(VM_COMMAND[VM_COMMAND.index("--forward") + 1])
 READY_TIMEOUT_S = 1200                 # boot, provisioning's unit start and JupyterLab listening
 
 
+def monitor_prompt(s) -> None:
+    """Read QEMU's monitor up to its prompt (a command written before it, or a connection closed
+    before the next, may be lost)."""
+    seen = b""
+    while not seen.endswith(b"(qemu) "):
+        got = s.recv(4096)
+        if not got:
+            raise OSError("the monitor closed the connection")
+        seen += got
+
+
 class Guest:
     """The student's VM, booted from the release with VM_COMMAND (the README's), run from the
     release's folder; stop() ends vm/run.sh, which stops the guest.  Ready once vm/run.sh has
@@ -171,8 +182,11 @@ class Guest:
                 if tok.read_text().strip() != self.token:
                     continue
                 with socket.socket(socket.AF_UNIX) as s:
+                    s.settimeout(10)
                     s.connect(str(tok.parent / "monitor.sock"))
+                    monitor_prompt(s)           # the monitor reads a command after its prompt,
                     s.sendall(b"nmi\n")
+                    monitor_prompt(s)           # and has run it by the next one
             except OSError as e:
                 return f"no NMI sent ({e})"
             try:

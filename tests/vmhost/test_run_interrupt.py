@@ -3,6 +3,7 @@
 Run by `make test` after the image is built (these boot the guest, so they are not in
 `make check`).
 """
+import os
 import signal
 import subprocess
 import time
@@ -51,3 +52,21 @@ def test_sigint_leaves_no_qemu_and_no_control_dir():
     time.sleep(1)
     assert not (qemu_pids() - before), "a qemu process was left behind"
     assert set(Path("/tmp").glob("cclab-vm.*")) <= ctl_before, "the control directory was left behind"
+
+
+def test_a_guest_that_stops_answering_is_taken_apart():
+    """The guest writes a heartbeat into the control folder; once it is older than
+    CCLAB_VM_STALL seconds, run.sh sends the guest an NMI (its stacks go to the console, as a
+    panic) and exits 125 with one line naming the stall.  Here the command stops the heartbeat."""
+    before = qemu_pids()
+    r = subprocess.run([str(KIT / "vm/run.sh"), "--", "sh", "-c",
+                        "kill -STOP $(cat /run/cclab-heartbeat.pid) && echo heartbeat-stopped; "
+                        "sleep 600"],
+                       env=dict(os.environ, CCLAB_VM_STALL="30"),
+                       capture_output=True, text=True, timeout=400)
+    assert "heartbeat-stopped" in r.stdout, r.stderr[-2000:]
+    assert r.returncode == 125, r.stderr[-2000:]
+    stall = [line for line in r.stderr.splitlines() if "stopped answering" in line]
+    assert stall and "NMI" in stall[0], r.stderr[-2000:]
+    assert "Kernel panic" in r.stdout and "NMI" in r.stdout, r.stdout[-3000:]
+    assert not (qemu_pids() - before), "a qemu process was left behind"
