@@ -455,6 +455,7 @@ def provenance(root: Path, lab: str) -> dict | None:
         return None
     rec = json.loads(rec_path.read_text())
     commits, kernels, ok, n = set(), set(), 0, 0
+    _paths()
     import labkit
     for rel in rec.get("runs", {}):
         if not (base / rel / "manifest.json").is_file():

@@ -454,3 +454,25 @@ def test_a_band_is_judged_on_the_whole_interval(monkeypatch, lab2_run):
     assert by_claim(scorecard.starlink_rows({"full": lab2_run}))[LAB2_CLAIMS[0]]["verdict"] == "inconclusive"
     monkeypatch.setattr(labkit, "goodput", goodput({"bbr": three(3.0, 0.05), "cubic": three(2.0, 0.05)}))
     assert by_claim(scorecard.starlink_rows({"full": lab2_run}))[LAB2_CLAIMS[0]]["verdict"] == "differs"
+
+
+def test_provenance_reads_the_verdicts_beside_the_manifests_in_a_fresh_process(tmp_path):
+    """As `python3 -m grading.scorecard` calls it first, before anything has put the labs on
+    sys.path: each run's fidelity verdict is read from its fidelity.json."""
+    import json
+    import subprocess
+    from grading import fixtures
+    fixtures.lab1_results(tmp_path)
+    root = tmp_path / "submission"
+    code = ("import json, sys; from pathlib import Path; from grading import scorecard; "
+            "print(json.dumps(scorecard.provenance(Path(sys.argv[1]), 'lab1')))")
+    p = subprocess.run([sys.executable, "-c", code, str(root)], cwd=KIT, capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    prov = json.loads(p.stdout)
+    assert prov["runs"] == 3 and prov["fidelity_ok"] == 3
+    run = next((root / "lab1" / "lab1-wired").iterdir())
+    (run / "fidelity.json").write_text(json.dumps({"ok": False, "checks": []}))
+    p = subprocess.run([sys.executable, "-c", code, str(root)], cwd=KIT, capture_output=True,
+                       text=True, timeout=120)
+    assert json.loads(p.stdout)["fidelity_ok"] == 2, p.stderr
