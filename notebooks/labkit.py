@@ -981,6 +981,22 @@ def goodput(lab: str, root=None, side: str = "receiver") -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def binned_mbps(intervals: pd.DataFrame, width: float = 0.5, since: float | None = None) -> pd.Series:
+    """Goodput over the time in bins of `width` s, in Mbit/s, indexed by each bin's start in s
+    since `since` (default: the first interval's start).  `intervals` are iperf3's reports of
+    one flow, or of several with the same clock (iperf.csv rows): the streams of one report
+    are summed, and each report counts in the bin where it starts, so a bin's rate is its
+    reports' bytes over their own seconds.  One report every 0.1 s is bursty to plot; 0.5 s
+    bins show the rate a reader expects."""
+    if intervals.empty:
+        return pd.Series(dtype=float)
+    per = intervals.groupby("t_end").agg(b=("bytes", "sum"), a=("t_start", "min"))
+    per["s"] = per.index - per["a"]
+    zero = per["a"].min() if since is None else since
+    bins = per.groupby((per["a"] - zero) // width * width)[["b", "s"]].sum()
+    return (bins["b"] * 8 / bins["s"] / 1e6).rename("mbps")
+
+
 def first_start(lab: str, root=None) -> pd.Series:
     """When each run's first flow started (s, the tables' clock), per (experiment, run)."""
     flows = table(lab, "flows", root)

@@ -241,3 +241,23 @@ def test_untrusted_names_the_failed_checks(tmp_path):
     assert labkit.untrusted(d) == "fidelity verdict: cpu_headroom, rate_backlogged (down)"
     (d / "manifest.json").write_text(json.dumps({"fidelity": {"ok": True, "checks": checks[1:2]}}))
     assert labkit.untrusted(d) is None
+
+
+def test_goodput_in_bins_sums_the_streams_of_each_report():
+    """labkit.binned_mbps, behind labs 1 and 2's goodput plots: two streams' 0.1 s reports of
+    one flow, 1 Mbit/s each for the first 0.5 s and 3 Mbit/s each after, with a 0.2 s report
+    at the end; bins of 0.5 s from the first report's start."""
+    import pandas as pd
+    rows = []
+    for k in range(10):
+        a = 2.0 + 0.1 * k
+        for stream in (1, 2):
+            rate = 1e6 if k < 5 else 3e6
+            rows.append({"t_start": a, "t_end": a + 0.1, "stream": stream, "bytes": rate * 0.1 / 8})
+    rows += [{"t_start": 3.0, "t_end": 3.2, "stream": s, "bytes": 5e6 * 0.2 / 8} for s in (1, 2)]
+    mbps = labkit.binned_mbps(pd.DataFrame(rows), width=0.5)
+    assert list(mbps.index) == pytest.approx([0.0, 0.5, 1.0])
+    assert list(mbps) == pytest.approx([2.0, 6.0, 10.0])
+    since_run = labkit.binned_mbps(pd.DataFrame(rows), width=0.5, since=0.0)
+    assert list(since_run.index) == pytest.approx([2.0, 2.5, 3.0])
+    assert labkit.binned_mbps(pd.DataFrame(columns=["t_start", "t_end", "bytes"])).empty
