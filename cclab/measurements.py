@@ -291,7 +291,8 @@ class Iperf(Measurement):
         self.servers: dict[int, object] = {}                  # flow -> server Popen
         self.clients: dict[int, tuple[object, float]] = {}    # flow -> (client Popen, t_spawn)
         self.handshake_lost: list[int] = []     # UDP flows whose iperf3 gave up unstarted
-        self.local_ports: dict[int, list[int]] = {}
+        # flow -> (the client's (rows, summary), the server's receiver rows), from their JSON
+        self.parsed: dict[int, tuple] = {}
 
     def start(self, run, listen_timeout: float = 10.0) -> None:
         exp = run.exp
@@ -362,14 +363,14 @@ class Iperf(Measurement):
 
     def flow_lookup(self, run):
         """Read each client's JSON for its sockets' local ports: (local, peer) -> flow."""
-        self._parsed = {}
+        local_ports = {}
         for i in range(1, len(run.exp.flows) + 1):
             client = measure.parse_iperf(measure.read_json(run.raw / f"iperf-{i}.json"), i, 0.0)
             server, _ = measure.parse_iperf(
                 measure.read_json(run.raw / f"iperf-server-{i}.json"), i, 0.0)
-            self._parsed[i] = client, [r for r in server if r["side"] == "receiver"]
-            self.local_ports[i] = [p for p in client[1].pop("local_ports") if p]
-        return measure.flow_lookup(run.exp, self.local_ports)
+            self.parsed[i] = client, [r for r in server if r["side"] == "receiver"]
+            local_ports[i] = [p for p in client[1].pop("local_ports") if p]
+        return measure.flow_lookup(run.exp, local_ports)
 
     def tables(self, run, found: Found) -> dict[str, list[dict]]:
         exp = run.exp
@@ -379,7 +380,7 @@ class Iperf(Measurement):
         for i, f in enumerate(exp.flows, 1):
             sender, receiver = topo.endpoints(f.direction, f.pair)
             proc, t_spawn = self.clients.get(i, (None, None))
-            (rows, summ), server_rows = self._parsed[i]
+            (rows, summ), server_rows = self.parsed[i]
             # iperf3's intervals count from its test start, which comes after every connection
             # is up: place them there, not at the client's spawn (measure.test_start)
             start = None if t_spawn is None else measure.test_start(ss_rows, i, t_spawn, period)
