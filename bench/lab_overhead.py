@@ -10,7 +10,9 @@ For each lab it prints:
   tables and tear-down of every run);
 - flows: the sum over the lab's runs of each run's timeline, t = 0 to its last flow's end
   (labkit.flow_seconds, from the experiment files);
-- the ratios runs/flows and notebook/flows, and the same over all labs.
+- the ratios runs/flows and notebook/flows, and the same over all labs;
+- kept: how many of the lab's runs took the network the run before them left up
+  (runner.keep_network), of all its runs.
 The targets (issue 15) are runs/flows <= 1.3 for every lab and <= 1.25 over the quick suite.
 Nothing is asserted: the figures depend on the host, and this only prints them.
 
@@ -53,7 +55,8 @@ def lab_user():
 
 
 def run_notebook(lab: str) -> tuple[float, float]:
-    """(notebook seconds, runs seconds) of one quick-mode run of the lab's master."""
+    """(notebook seconds, runs seconds, kept networks) of one quick-mode run of the lab's
+    master."""
     user = lab_user()
     base = Path(tempfile.mkdtemp(prefix=f"bench-{lab}-", dir=user.pw_dir if user else None))
     cmd = [sys.executable, str(KIT / "grading" / "run_master.py"), lab, "--mode", "quick",
@@ -70,7 +73,15 @@ def run_notebook(lab: str) -> tuple[float, float]:
     if r.returncode != 0:
         raise SystemExit(f"lab_overhead: {lab} failed: {r.stderr.strip().splitlines()[-1:]}")
     rec = json.loads((base / lab / "submission" / lab / "record.json").read_text())
-    return took, float(rec["seconds"])
+    return took, float(rec["seconds"]), networks(base / lab / "submission" / lab)
+
+
+def networks(results: Path) -> str:
+    """"kept/runs": how many of a lab's runs took the network of the run before them
+    (runner.keep_network) instead of building one; runs made before that say nothing."""
+    runs = [m for m in results.glob("*/*/manifest.json") if ".superseded-" not in m.parent.name]
+    kept = sum(json.loads(m.read_text()).get("network") == "kept" for m in runs)
+    return f"{kept}/{len(runs)}"
 
 
 def _stamp(text: str) -> float:
@@ -79,7 +90,8 @@ def _stamp(text: str) -> float:
 
 
 def kept_notebook(kept: Path, lab: str) -> tuple[float, float]:
-    """(notebook seconds, runs seconds) of a lab run a make test guest kept in kept/quick/."""
+    """(notebook seconds, runs seconds, kept networks) of a lab run a make test guest kept in
+    kept/quick/."""
     base = kept / "quick"
     rec = base / lab / "record.json"
     if not rec.is_file():
@@ -87,13 +99,14 @@ def kept_notebook(kept: Path, lab: str) -> tuple[float, float]:
     runs = float(json.loads(rec.read_text())["seconds"])
     times = base / "times.json"
     if times.is_file() and lab in json.loads(times.read_text()):
-        return float(json.loads(times.read_text())[lab]), runs
+        return float(json.loads(times.read_text())[lab]), runs, networks(base / lab)
     nb = json.loads((base / f"{lab}.ipynb").read_text())
     timing = [c["metadata"].get("execution") or {} for c in nb["cells"] if c["cell_type"] == "code"]
     timing = [t for t in timing if "iopub.execute_input" in t and "shell.execute_reply" in t]
     if not timing:
         raise SystemExit(f"lab_overhead: {base / (lab + '.ipynb')} has no cell timings")
-    return _stamp(timing[-1]["shell.execute_reply"]) - _stamp(timing[0]["iopub.execute_input"]), runs
+    return (_stamp(timing[-1]["shell.execute_reply"]) - _stamp(timing[0]["iopub.execute_input"]),
+            runs, networks(base / lab))
 
 
 def main(argv=None) -> int:
@@ -114,14 +127,14 @@ def main(argv=None) -> int:
         return 2
     rows = []
     print(f"{'lab':5} {'notebook s':>10} {'runs s':>8} {'flows s':>8} {'runs/flows':>10} "
-          f"{'notebook/flows':>14}", flush=True)
+          f"{'notebook/flows':>14} {'kept':>6}", flush=True)
     for lab in labs:
         flows = labkit.flow_seconds(lab, "quick")
-        notebook, runs = kept_notebook(kept, lab) if kept else run_notebook(lab)
+        notebook, runs, shared = kept_notebook(kept, lab) if kept else run_notebook(lab)
         rows.append((lab, notebook, runs, flows))
         mark = "" if runs / flows <= TARGET_LAB else f"  (target {TARGET_LAB})"
         print(f"{lab:5} {notebook:10.0f} {runs:8.0f} {flows:8.0f} {runs / flows:10.2f} "
-              f"{notebook / flows:14.2f}{mark}", flush=True)
+              f"{notebook / flows:14.2f} {shared:>6}{mark}", flush=True)
     n, r, f = (sum(x[i] for x in rows) for i in (1, 2, 3))
     print(f"{'all':5} {n:10.0f} {r:8.0f} {f:8.0f} {r / f:10.2f} {n / f:14.2f}"
           + ("" if r / f <= TARGET_SUITE else f"  (target {TARGET_SUITE})"))

@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
-"""Where a run's time goes, outside its flows: profiles `cclab.runner.run` on one experiment
-file, twice in one process (the second run is what each further experiment of a lab notebook
-costs), and prints the wall time of each run against its planned timeline and the functions
-with the most cumulative time.
+"""Where a run's time goes, outside its flows: profiles `cclab.runner.run` on experiment
+files in one process, inside runner.keep_network() as a lab runs them (the first run builds
+the network; each later one of the same shape takes it over: what each further experiment of a
+lab costs), and prints the wall time of each run against its planned timeline, whether its
+network was built or kept, and the functions with the most cumulative time.  One file is run
+twice.
 
-    vm/run.sh -- python3 bench/run_profile.py labs/lab3/quick/loss-00.toml [--top 40]
+    vm/run.sh -- python3 bench/run_profile.py labs/lab3/quick/loss-00.toml [MORE.toml ...] [--top 40]
 """
 import argparse
 import cProfile
+import json
 import pstats
 import sys
 import tempfile
@@ -24,22 +27,26 @@ from cclab import runner  # noqa: E402
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("experiment")
+    ap.add_argument("experiment", nargs="+")
     ap.add_argument("--top", type=int, default=40)
     a = ap.parse_args()
     import kmodlab                      # reads lab 3/4 files (their [lab] table) and plain ones
-    exp, _ = kmodlab.load_experiment(Path(a.experiment))
+    files = a.experiment if len(a.experiment) > 1 else a.experiment * 2
     out = Path(tempfile.mkdtemp(prefix="cclab-profile-"))
-    for i in (1, 2):
-        prof = cProfile.Profile()
-        t = time.monotonic()
-        prof.enable()
-        runner.run(exp, out=out)
-        prof.disable()
-        took = time.monotonic() - t
-        print(f"\n=== run {i}: {took:.1f} s wall, timeline {exp.planned_length():.1f} s, "
-              f"outside the timeline {took - exp.planned_length():.1f} s", flush=True)
-        pstats.Stats(prof).sort_stats("cumulative").print_stats(a.top)
+    with runner.keep_network():
+        for i, f in enumerate(files, 1):
+            exp, _ = kmodlab.load_experiment(Path(f))
+            prof = cProfile.Profile()
+            t = time.monotonic()
+            prof.enable()
+            d = runner.run(exp, out=out)[-1]
+            prof.disable()
+            took = time.monotonic() - t
+            network = json.loads((d / "manifest.json").read_text()).get("network")
+            print(f"\n=== run {i} ({exp.name}, network {network}): {took:.1f} s wall, timeline "
+                  f"{exp.planned_length():.1f} s, outside the timeline "
+                  f"{took - exp.planned_length():.1f} s", flush=True)
+            pstats.Stats(prof).sort_stats("cumulative").print_stats(a.top)
     return 0
 
 

@@ -135,6 +135,61 @@ def signals_held():
 
 # ---------------------------------------------------------------- one run
 
+# ---------------------------------------------------------------- a network kept between runs
+
+class _Kept:
+    """The network the last run of this process left up for the next, with the state record
+    that lists it (topo.shape_key says which runs can take it)."""
+
+    def __init__(self):
+        self.depth = 0                  # keep_network() blocks open
+        self.net = None
+        self.state = None
+
+    def take(self, exp: Experiment):
+        """(network, record) kept for a run of this shape, or (None, None); a kept network of
+        another shape is taken down first."""
+        net, rec, self.net, self.state = self.net, self.state, None, None
+        if net is not None and net.key is not None and net.key == topo.shape_key(exp):
+            return net, rec
+        if net is not None:
+            rec.tear_down(net.stop)
+        return None, None
+
+    def put(self, net, rec) -> bool:
+        """Keep a run's network for the next run, if runs are kept and nothing else is left
+        in its namespaces; False: the caller takes it down."""
+        if self.depth == 0 or net.key is None or rec.quiet(net.shells()):
+            return False
+        self.net, self.state = net, rec
+        return True
+
+    def drop(self) -> None:
+        net, rec, self.net, self.state = self.net, self.state, None, None
+        if net is not None:
+            rec.tear_down(net.stop)
+
+
+_kept = _Kept()
+
+
+@contextmanager
+def keep_network():
+    """Runs made inside share their network where its shape allows (topo.shape_key): the
+    repetitions of an experiment, a lab's experiments on the same link.  Each run still gets
+    its own qdiscs and sysctls (topo.settings_scripts); a run that fails or is interrupted
+    takes its network down, and the last one goes when the outermost block ends, however it
+    ends.  The machine stays claimed (state.RunState) from the first run to the end."""
+    _kept.depth += 1
+    try:
+        yield
+    finally:
+        _kept.depth -= 1
+        if _kept.depth == 0:
+            with signals_held():
+                _kept.drop()
+
+
 class Run:
     def __init__(self, exp: Experiment, repetition: int, out: Path, stamp: str):
         self.exp = exp
@@ -194,12 +249,22 @@ class Run:
     # -- the run
     def execute(self, modules: dict) -> Path:
         exp = self.exp
-        self.state = state.RunState(self.dir)
+        kept, record = _kept.take(exp)
+        if kept is not None:
+            self.net, self.state, cleaned = kept, record, []
+            self.state.next_run(self.dir)
+        else:
+            self.state = state.RunState(self.dir)
+            try:
+                cleaned = self.state.acquire()
+            except RuntimeError as e:
+                raise RunError(str(e)) from None
         try:
-            cleaned = self.state.acquire()
-        except RuntimeError as e:
-            raise RunError(str(e)) from None
-        self.raw.mkdir(parents=True, exist_ok=False)
+            self.raw.mkdir(parents=True, exist_ok=False)
+        except OSError:
+            if kept is not None:
+                record.tear_down(kept.stop)
+            raise
         # git answers while the network is built (0.7 s of the software-emulated VM's time)
         kit = []
         asking = threading.Thread(target=lambda: kit.append(provenance.kit_commit()),
@@ -217,6 +282,7 @@ class Run:
             "tools": provenance.tool_versions(), "kit": None, "ccas": modules,
             "modules": provenance.loaded_modules(), "plan": [[n] + c for n, c in topo.plan(exp)],
             "tc": {}, "sysctls": {}, "flows": [], "cleaned_before": cleaned,
+            "network": "kept" if kept is not None else "built",
             "beside": dict(results.BESIDE),
         }
         results.write_json(self.dir / "manifest.json", self.manifest)
@@ -249,8 +315,11 @@ class Run:
         early = [m for m in self.measurements if m.before_network]
         for m in early:
             m.start(self)
-        self.net = topo.Network(exp, on_node=self.state.add_node)
-        self.net.start()
+        if self.net is None:
+            self.net = topo.Network(exp, on_node=self.state.add_node)
+            self.net.start()
+        else:                                   # kept from the last run (keep_network)
+            self.net.reconfigure(exp)
         self.manifest["node_socket_buckets"] = self.net.socket_buckets
         self._snapshot()
         try:
@@ -451,6 +520,8 @@ class Run:
                     self.errors.append(f"{what} (pid {p.pid}) would not stop")
         for m in self.measurements:
             m.stop(self)
+        if self.net is not None and not self.errors and _kept.put(self.net, self.state):
+            return
         left = self.state.tear_down(self.net.stop if self.net is not None else None)
         if left:
             self.errors.append(f"processes still in the run's namespaces: {left}")
@@ -524,32 +595,39 @@ def run(exp: Experiment, out="results", quick: bool = False, progress=None, judg
     n = exp.repetitions
     began = time.monotonic()
     dirs = []
-    for rep in range(1, n + 1):
-        if progress:
-            elapsed = time.monotonic() - began
-            per_run = elapsed / (rep - 1) if rep > 1 else exp.planned_length() + 10
-            progress(f"[run {rep}/{n}] {exp.name} (seed {exp.seed + rep - 1}): elapsed "
-                     f"{fmt_secs(elapsed)}, about {fmt_secs(per_run * (n - rep + 1))} left")
-        for attempt in range(1, reruns + 2):
-            r = Run(exp, rep, Path(out), stamp)
-            d = r.execute(modules)
-            for w in r.warnings if progress else ():
-                progress(f"[run {rep}/{n}] warning: {w}")
-            if r.handshake_lost:
-                raise UdpHandshakeLost(
-                    f"run {rep}/{n} incomplete: {'; '.join(r.errors)}; UDP flow(s) "
-                    f"{', '.join(map(str, r.handshake_lost))} never sent data: the link lost "
-                    f"iperf3's handshake datagram or its reply; run the experiment again ({r.dir})")
-            if r.errors:
-                raise RunError(f"run {rep}/{n} incomplete: {'; '.join(r.errors)} ({r.dir})")
-            why = judge(d) if judge else None
-            if why is None or attempt > reruns:
-                break
-            kept = supersede(d, attempt, why)
-            if progress:
-                progress(f"[run {rep}/{n}] not trusted ({why}); running it again, attempt "
-                         f"{attempt + 1} of {reruns + 1} (this one is kept as {kept.name})")
-        dirs.append(d)
+    with keep_network():
+        for rep in range(1, n + 1):
+            dirs.append(_repetition(exp, rep, n, began, out, stamp, modules, progress, judge,
+                                    reruns))
     if progress:
         progress(f"done: {n} run(s) in {fmt_secs(time.monotonic() - began)}")
     return dirs
+
+
+def _repetition(exp, rep, n, began, out, stamp, modules, progress, judge, reruns) -> Path:
+    """One repetition, made again while its judge does not trust it; returns its folder."""
+    if progress:
+        elapsed = time.monotonic() - began
+        per_run = elapsed / (rep - 1) if rep > 1 else exp.planned_length() + 10
+        progress(f"[run {rep}/{n}] {exp.name} (seed {exp.seed + rep - 1}): elapsed "
+                 f"{fmt_secs(elapsed)}, about {fmt_secs(per_run * (n - rep + 1))} left")
+    for attempt in range(1, reruns + 2):
+        r = Run(exp, rep, Path(out), stamp)
+        d = r.execute(modules)
+        for w in r.warnings if progress else ():
+            progress(f"[run {rep}/{n}] warning: {w}")
+        if r.handshake_lost:
+            raise UdpHandshakeLost(
+                f"run {rep}/{n} incomplete: {'; '.join(r.errors)}; UDP flow(s) "
+                f"{', '.join(map(str, r.handshake_lost))} never sent data: the link lost "
+                f"iperf3's handshake datagram or its reply; run the experiment again ({r.dir})")
+        if r.errors:
+            raise RunError(f"run {rep}/{n} incomplete: {'; '.join(r.errors)} ({r.dir})")
+        why = judge(d) if judge else None
+        if why is None or attempt > reruns:
+            break
+        kept = supersede(d, attempt, why)
+        if progress:
+            progress(f"[run {rep}/{n}] not trusted ({why}); running it again, attempt "
+                     f"{attempt + 1} of {reruns + 1} (this one is kept as {kept.name})")
+    return d

@@ -125,6 +125,20 @@ class RunState:
         except FileNotFoundError:
             pass
 
+    def next_run(self, run_dir: Path) -> None:
+        """Hand this record, and the network it lists, to the next run of the same process
+        (runner.keep_network): the machine stays claimed from one run to the next."""
+        self.data.update(run_dir=str(run_dir), procs=[], trace_instance=None)
+        self.save()
+
+    def quiet(self, shells: set[int]) -> list[int]:
+        """Between two runs on a kept network: kill every process in its namespaces but the
+        nodes' shells.  Returns the pids still there besides them."""
+        inodes = self.namespaces()
+        kill_in_namespaces(inodes, spare=shells)
+        return [pid for pid in all_pids()
+                if pid not in shells and netns_inode(pid) in inodes and alive(pid)]
+
     def tear_down(self, stop_network=None) -> list[int]:
         """The last step of a run or a shell: stop its network (`stop_network`, when it was
         built), kill whatever is still in its namespaces, and forget the record.  Returns the

@@ -387,26 +387,88 @@ def node_scripts(experiment) -> dict[str, str]:
     for node, argv in plan(experiment):
         per_node.setdefault(node, []).append(argv)
     checks = neighbour_lines(experiment.link)
-    out = {}
-    for node in {**per_node, **checks}:
-        cmds = per_node.get(node, [])
-        lines, i = ["set -e"], 0
-        while i < len(cmds):
-            tool = cmds[i][0]
-            j = i
-            while j < len(cmds) and cmds[j][0] == tool and _groupable(cmds[j]):
-                j += 1
-            if j == i:                                  # not groupable: as it is
-                lines.append(shlex.join(cmds[i]))
-                i += 1
-            elif tool in BATCHED:
-                lines += [f"{tool} -batch - <<'CCLAB_PLAN'"] + [" ".join(c[1:]) for c in cmds[i:j]] + ["CCLAB_PLAN"]
-                i = j
-            else:                                       # sysctl -qw k=v ...
-                lines.append(shlex.join(["sysctl", "-qw"] + [c[2] for c in cmds[i:j]]))
-                i = j
-        out[node] = "\n".join(lines + checks.get(node, [])) + "\n"
-    return out
+    return {node: script(per_node.get(node, []), checks.get(node, []))
+            for node in {**per_node, **checks}}
+
+
+def script(cmds: list[list[str]], after: list[str] = ()) -> str:
+    """One node's commands as a shell script (see node_scripts), then the lines `after`."""
+    lines, i = ["set -e"], 0
+    while i < len(cmds):
+        tool = cmds[i][0]
+        j = i
+        while j < len(cmds) and cmds[j][0] == tool and _groupable(cmds[j]):
+            j += 1
+        if j == i:                                  # not groupable: as it is
+            lines.append(shlex.join(cmds[i]))
+            i += 1
+        elif tool in BATCHED:
+            lines += [f"{tool} -batch - <<'CCLAB_PLAN'"] + [" ".join(c[1:]) for c in cmds[i:j]] + ["CCLAB_PLAN"]
+            i = j
+        else:                                       # sysctl -qw k=v ...
+            lines.append(shlex.join(["sysctl", "-qw"] + [c[2] for c in cmds[i:j]]))
+            i = j
+    return "\n".join(lines + list(after)) + "\n"
+
+
+# ---------------------------------------------------------------- one network, several runs
+#
+# A plan holds two kinds of command.  The network's shape: nodes, links, addresses, routes,
+# offloads, receive steering, forwarding and the neighbour entries.  And a run's settings: the
+# qdiscs (the link's rate, delay, loss and buffer; a hold's plug) and the end hosts' sysctls
+# (congestion control, socket buffers).  The shape is the same for every repetition of an
+# experiment, and for every experiment of a lab on the same kind of link with the same number
+# of pairs.  Runs inside runner.keep_network() build it once: each later run of the same shape
+# removes the qdiscs the run before it installed and applies its own settings, so it starts
+# with new qdiscs (their counters at zero) and its own sysctls, as on a network of its own,
+# without the ~4 s a dumbbell costs to build under software emulation.
+#
+# What a kept network carries from one run to the next, and why that does not matter:
+# - interface counters: nothing the kit measures reads them (qdisc counters are per qdisc);
+# - sockets of finished flows in TIME_WAIT: other ports than the next run's flows, and the
+#   samplers, the tracer and the tables take flows by port;
+# - the TCP metrics cache: empty, as long as the hosts keep net.ipv4.tcp_no_metrics_save=1
+#   (the default; an experiment that sets it otherwise gets a network of its own).
+
+def is_setting(node: str, argv: list[str]) -> bool:
+    """A plan command that is a run's setting, not the network's shape."""
+    return argv[0] == "tc" or (argv[0] == "sysctl" and node not in (R1, R2))
+
+
+def root_qdiscs(experiment) -> list[tuple[str, str]]:
+    """(node, interface) of every root qdisc the experiment's plan installs."""
+    return [(s.node, s.dev) for s in shaped(experiment.link)] + hold_devs(experiment)
+
+
+def shape_key(experiment) -> str | None:
+    """Equal for two experiments whose networks differ only in their settings; None for one
+    that needs a network of its own.  Each host's sysctl keys are part of the shape: a kept
+    network sets a key again for each run, but does not know what a key the first run set had
+    before it."""
+    ccas = default_ccas(experiment)
+    p = experiment.link
+    if any(host_sysctls(p, ccas.get(h, "cubic"), experiment.sysctl).get(
+            "net.ipv4.tcp_no_metrics_save") != "1" for h in hosts(p)):
+        return None
+    lines = [f"{node} {shlex.join(argv)}" for node, argv in plan(experiment)
+             if not is_setting(node, argv)]
+    lines += [f"{node} {shlex.join(argv)}" for node, argv in neighbour_plan(p)]
+    lines += [f"{h} sysctl keys " + " ".join(sorted(host_sysctls(p, "cubic", experiment.sysctl)))
+              for h in hosts(p)]
+    return "\n".join(lines)
+
+
+def settings_scripts(experiment, before) -> dict[str, str]:
+    """Each node's script that turns the network of the run of `before` into one for
+    `experiment` (same shape_key): the root qdiscs `before` installed removed, then
+    `experiment`'s qdiscs and sysctls.  Every node has one (it ends with the node's snapshot)."""
+    cmds: dict[str, list[list[str]]] = {node: [] for node in interfaces(experiment.link)}
+    for node, dev in root_qdiscs(before):
+        cmds[node].append(tc.teardown(dev))
+    for node, argv in plan(experiment):
+        if is_setting(node, argv):
+            cmds[node].append(argv)
+    return {node: script(c) for node, c in cmds.items()}
 
 
 def _groupable(argv: list[str]) -> bool:
@@ -504,6 +566,7 @@ class Network:
         self.net = None
         self.socket_buckets = None     # each node's TCP socket table, or None: the machine's
         self.snapshot = {}             # node -> read_snapshot() of its setup script's output
+        self.key = None                # shape_key() of what it was built for, once it is
 
     def start(self) -> None:
         from mininet.link import Intf, Link
@@ -533,7 +596,17 @@ class Network:
         # run: each end of every link knows the other's MAC for good), then its snapshot
         # queries, in one shell per node, the nodes' shells side by side (no node's commands
         # depend on another's)
-        scripts = node_scripts(self.experiment)
+        self._configure(node_scripts(self.experiment))
+        self.key = shape_key(self.experiment)
+
+    def reconfigure(self, experiment) -> None:
+        """Make this network, configured for the run of self.experiment, the network of a run
+        of `experiment` (the same shape_key): its qdiscs and sysctls, and a new snapshot."""
+        before, self.experiment = self.experiment, experiment
+        self._configure(settings_scripts(experiment, before))
+
+    def _configure(self, scripts: dict[str, str]) -> None:
+        """Each node's script, then its snapshot queries, in one shell per node."""
         queries = snapshot_queries(self.experiment)
         names = list(scripts)
         outs = run_in_all([
@@ -542,6 +615,10 @@ class Network:
              "setting up the node", True) for name in names])
         self.snapshot = {name: read_snapshot(out) for name, out in zip(names, outs)}
         check_macs(self.experiment.link, self.snapshot)
+
+    def shells(self) -> set[int]:
+        """The pids of the nodes' shells (each holds its node's namespace)."""
+        return {h.pid for h in self.net.hosts} if self.net is not None else set()
 
     def _add_nodes(self, topo) -> None:
         """Every node's shell started side by side.  A Mininet host waits for its shell's first

@@ -513,19 +513,20 @@ def run_lab(lab: str, run_mode: str | None = None, root=None, ccas=None, progres
         from cclab import runner
         hooks.begin()
         dirs = []
-        for path in experiment_files(lab, run_mode):
-            exp, extra = hooks.load(path, ccas, link)
-            if progress:
-                progress(f"{lab}: {exp.name}: {len(exp.flows)} flow(s), {exp.repetitions} "
-                         f"repetition(s)" + hooks.describe(extra))
-            t = time.monotonic()
-            with hooks.around(exp, extra) as held:
-                made = runner.run(exp, out=out, progress=progress, judge=untrusted)
-            if progress:
-                progress(f"{lab}: {exp.name} took {time.monotonic() - t:.0f} s")
-            for d in made:
-                hooks.after(d, extra, held)
-                dirs.append(d)
+        with runner.keep_network():         # the lab's experiments on one link share it
+            for path in experiment_files(lab, run_mode):
+                exp, extra = hooks.load(path, ccas, link)
+                if progress:
+                    progress(f"{lab}: {exp.name}: {len(exp.flows)} flow(s), {exp.repetitions} "
+                             f"repetition(s)" + hooks.describe(extra))
+                t = time.monotonic()
+                with hooks.around(exp, extra) as held:
+                    made = runner.run(exp, out=out, progress=progress, judge=untrusted)
+                if progress:
+                    progress(f"{lab}: {exp.name} took {time.monotonic() - t:.0f} s")
+                for d in made:
+                    hooks.after(d, extra, held)
+                    dirs.append(d)
         return dirs
 
     run_mode = run_mode or mode()

@@ -297,3 +297,55 @@ def test_a_failed_snapshot_query_stops_the_script_except_sysctls(tmp_path):
     assert topo.read_snapshot(p.stdout)[("sysctl", "")] == ""
     p = snapshot_run(tmp_path / "q", queries, fail="qdisc show")
     assert p.returncode != 0 and ("class", topo.host_dev(topo.server(1))) not in topo.read_snapshot(p.stdout)
+
+
+# ---------------------------------------------------------------- a network kept between runs
+
+def test_a_plan_splits_into_the_networks_shape_and_a_runs_settings():
+    """Settings are the qdiscs and the end hosts' sysctls; everything else (addresses, links,
+    routes, offloads, steering, forwarding) is the shape, which a kept network does not redo."""
+    e = experiment(2)
+    settings = [(n, a) for n, a in topo.plan(e) if topo.is_setting(n, a)]
+    shape = [(n, a) for n, a in topo.plan(e) if not topo.is_setting(n, a)]
+    assert {a[0] for _, a in settings} == {"tc", "sysctl"}
+    assert {a[0] for _, a in shape} == {"ip", "sysctl", "ethtool", "unshare"}
+    assert all(n in (topo.R1, topo.R2) for n, a in shape if a[0] == "sysctl")
+    assert any("net.ipv4.tcp_congestion_control=cubic" in a for _, a in settings)
+
+
+def test_the_shape_key_ignores_settings_and_sees_the_shape():
+    base = experiment(1)
+    other_settings = Experiment(name="u", profile="wired",
+                                override={"pairs": 1, "down": {"loss": 0, "delay": "50ms"},
+                                          "up": {"rate": "5mbit"}},
+                                flows=[Flow(cca="reno")], sysctl={})
+    assert topo.shape_key(base) == topo.shape_key(other_settings) is not None
+    assert topo.shape_key(experiment(2)) != topo.shape_key(base)            # pairs
+    rto = Experiment(name="r", profile="wired", override={"pairs": 1}, rto_min=1,
+                     flows=[Flow(cca="cubic")])
+    assert topo.shape_key(rto) != topo.shape_key(base)                       # a route's option
+    more = Experiment(name="k", profile="wired", override={"pairs": 1},
+                      sysctl={"net.ipv4.tcp_ecn": 1}, flows=[Flow(cca="cubic")])
+    assert topo.shape_key(more) != topo.shape_key(base)                      # another key
+    metrics = Experiment(name="m", profile="wired", override={"pairs": 1},
+                         sysctl={"net.ipv4.tcp_no_metrics_save": 0}, flows=[Flow(cca="cubic")])
+    assert topo.shape_key(metrics) is None                                   # never shared
+
+
+def test_settings_scripts_remove_the_last_runs_qdiscs_then_apply_the_next_runs(tmp_path):
+    before = experiment(1)
+    after = Experiment(name="u", profile="wired", override={"pairs": 1, "down": {"loss": 0}},
+                       flows=[Flow(cca="reno")])
+    scripts = topo.settings_scripts(after, before)
+    assert set(scripts) == set(topo.interfaces(after.link))
+    for node, text in scripts.items():
+        assert not re.search(r"^(ip|ethtool|unshare) ", text, re.M), (node, text)
+        assert "ip_forward" not in text
+    for node, dev in topo.root_qdiscs(before):
+        body = scripts[node]
+        assert f"qdisc del dev {dev} root" in body
+        assert body.index(f"qdisc del dev {dev} root") < body.index(f"qdisc add dev {dev} root")
+    assert "loss" not in "".join(scripts.values())
+    assert "net.ipv4.tcp_congestion_control=reno" in scripts["cc-s1"]
+    fresh = topo.node_scripts(after)
+    assert "net.ipv4.tcp_congestion_control=reno" in fresh["cc-s1"]

@@ -606,6 +606,75 @@ def test_one_host_flows_with_different_ccas(tmp_path):
     assert set(search.reason) <= {"search", "hystart", "loss"}
 
 
+def test_a_kept_network_gives_each_run_its_own_settings(tmp_path):
+    """Runs inside runner.keep_network() share a network when its shape allows: the second
+    run takes the first's node shells, with its own qdiscs (the first run's loss gone, the
+    counters starting again from zero) and its own sysctls; a run of another shape (two pairs)
+    builds a network of its own and the first one goes; the block's end leaves nothing."""
+    def exp(name, cca, override, pairs=1):
+        return Experiment(name=name, profile="wired", override=dict(override, pairs=pairs),
+                          flows=[Flow(cca=cca, duration=2, pair=p) for p in range(1, pairs + 1)],
+                          measure=Measure(tcp_probe=False, ping_interval=0.1, cpu=False), tail=0.5)
+
+    def shells():
+        return set(state.kit_shells())
+
+    def loss_of(man):
+        qs = man["tc"]["cc-r1"]["cc-r1-core"]["qdisc"] + man["tc"]["cc-r2"]["cc-r2-core"]["qdisc"]
+        return [q.get("options", {}).get("loss-random") for q in qs if q["kind"] == "netem"]
+
+    with runner.keep_network():
+        (a,) = runner.run(exp("keep-a", "reno", {"down": {"loss": 2}}), out=tmp_path)
+        first_shells = shells()
+        (b,) = runner.run(exp("keep-b", "cubic", {"down": {"loss": 0}}), out=tmp_path)
+        assert shells() == first_shells and first_shells
+        (c,) = runner.run(exp("keep-c", "reno", {"down": {"loss": 0}}, pairs=2), out=tmp_path)
+        assert not shells() & first_shells and len(shells()) == 6
+        assert state.state_file().exists()          # the machine stays claimed
+    ma, mb, mc = (results.read_manifest(d) for d in (a, b, c))
+    assert [m["status"] for m in (ma, mb, mc)] == ["complete"] * 3
+    assert [m["network"] for m in (ma, mb, mc)] == ["built", "kept", "built"]
+    assert {"loss": 0.02, "correlation": 0} in loss_of(ma) and loss_of(mb) == [None, None]
+    assert [m["sysctls"]["cc-s1"]["net.ipv4.tcp_congestion_control"] for m in (ma, mb)] == [
+        "reno", "cubic"]
+    assert list(results.load(b, "flows").cca_ss) == ["cubic"]
+    qa, qb = (results.load(d, "qdisc") for d in (a, b))
+    qa, qb = (q[q.kind == "htb"] for q in (qa, qb))
+    data = qa.groupby("node").bytes.max().idxmax()         # the data direction's bottleneck
+    qa, qb = (q[q.node == data] for q in (qa, qb))
+    print(f"\nbottleneck htb bytes: run a ended at {qa.bytes.max()}, run b started at "
+          f"{qb.bytes.iloc[0]} and ended at {qb.bytes.max()}")
+    assert qb.bytes.iloc[0] < 0.1 * qa.bytes.max() and qb.bytes.max() > 1e6
+    assert shells() == set() and not state.state_file().exists()
+    assert subprocess.run(["pgrep", "-x", "iperf3"], capture_output=True).returncode == 1
+    links = subprocess.run(["ip", "-j", "link"], capture_output=True, text=True).stdout
+    assert not [l for l in json.loads(links) if l["ifname"].startswith("cc-")]
+
+
+def test_a_failed_run_takes_its_kept_network_down(tmp_path, monkeypatch):
+    """A run that fails inside keep_network does not hand its network on: the next run builds
+    a new one."""
+    e = Experiment(name="keep-fail", profile="wired", flows=[Flow(cca="cubic", duration=1)],
+                   measure=Measure(tcp_probe=False, ping_interval=0.1, cpu=False), tail=0.5)
+    with runner.keep_network():
+        runner.run(e, out=tmp_path / "1")
+        before = set(state.kit_shells())
+        from cclab import measurements
+        real = measurements.Iperf.start
+
+        def broken(self, run, listen_timeout=10.0):
+            raise measurements.MeasurementError("a server that never listens")
+        monkeypatch.setattr(measurements.Iperf, "start", broken)
+        with pytest.raises(runner.RunError, match="never listens"):
+            runner.run(e, out=tmp_path / "2")
+        assert state.kit_shells() == {}
+        monkeypatch.setattr(measurements.Iperf, "start", real)
+        (d,) = runner.run(e, out=tmp_path / "3")
+        assert results.read_manifest(d)["network"] == "built"
+        assert not set(state.kit_shells()) & before
+    assert state.kit_shells() == {} and not state.state_file().exists()
+
+
 SWEEP = """name = "sweep"
 profile = "wired"
 repetitions = 2
@@ -646,6 +715,7 @@ def test_sweep_and_quick_with_two_pairs(tmp_path):
         man = results.read_manifest(d)
         assert man["status"] == "complete" and man["repetition"] == rep
         assert man["seed"] == rep
+        assert man["network"] == ("built" if rep == 1 else "kept")   # runner.keep_network
         fl = results.load(d, "flows")
         assert list(fl.sender) == ["cc-s1", "cc-s2"] and list(fl.cca_ss) == ["cubic", "reno"]
         assert (fl.throughput_bps > 1e6).all()
