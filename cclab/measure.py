@@ -85,6 +85,22 @@ def _write(path: str, value: str) -> None:
         f.write(value)
 
 
+def no_cmdline_recording(root: str) -> bool:
+    """Turn off tracefs' record-cmd on the machine (`root`'s options, which a new instance
+    copies when it is made).  With it on, enabling or disabling any event registers or
+    removes the tracer's own probes on the scheduler's tracepoints (sched_switch,
+    sched_wakeup), and each of those rewrites the scheduler's code while it runs
+    (text_poke_bp).  In the software-emulated VM a vCPU inside __schedule at that moment
+    never answered the patching CPU's call: the guest froze for good (the stacks of a frozen
+    make test guest, NMI'd by vm/run.sh, showed exactly that).  The kit's parsers read no
+    command names.  True when it is off."""
+    try:
+        _write(os.path.join(root, "options", "record-cmd"), "0")
+        return True
+    except OSError:
+        return False
+
+
 def stop_trace_instance(path: str) -> None:
     try:
         _write(os.path.join(path, "events/enable"), "0")
@@ -173,8 +189,10 @@ class ProbeTracer:
         self.path = os.path.join(root, "instances", "cclab")
         if os.path.isdir(self.path):
             stop_trace_instance(self.path)
+        no_cmdline_recording(root)               # before the instance copies the setting
         os.mkdir(self.path)
         on_created(self.path)
+        no_cmdline_recording(self.path)          # kernels that let an instance have its own
         _write(os.path.join(self.path, "trace_clock"), "mono")
         self.buffer_kb = trace_buffer_kb(_mem_available_kb(), os.cpu_count() or 1)
         _write(os.path.join(self.path, "buffer_size_kb"), str(self.buffer_kb))

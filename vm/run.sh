@@ -166,6 +166,10 @@ boots=0
 # (vm/heartbeat.sh: its uptime written into the control folder every 5 s) tells when: one older
 # than CCLAB_VM_STALL seconds (default 180; 0 turns this off) sends the NMI.  A lab seen frozen in
 # CI (both vCPUs busy, nothing on the console, JupyterLab silent for 15 min) showed nothing else.
+# trace_options=norecord-cmd: enabling or disabling any trace event would otherwise register
+# or remove tracefs' own probes on the scheduler's tracepoints, rewriting __schedule while the
+# other vCPU runs it; one such rewrite froze a make test guest for good (cclab/measure.py,
+# no_cmdline_recording).
 stall=${CCLAB_VM_STALL:-180}
 case "$stall" in *[!0-9]*|'') die "CCLAB_VM_STALL takes whole seconds (0: no stall watch)" ;; esac
 # (The monitor reads a command once it has shown its prompt, and a client that writes and hangs
@@ -197,7 +201,7 @@ qemu-system-x86_64 "${accel_opts[@]}" -M pc -smp "$cpus" -m "$mem" \
   -nodefaults -display none -no-reboot \
   -chardev stdio,id=con,signal=off -serial chardev:con \
   -kernel "$vmlinuz" -initrd "$initrd" \
-  -append "root=/dev/vda rw console=ttyS0 quiet loglevel=3 init=$init panic=-1 softlockup_panic=1 watchdog_thresh=30 unknown_nmi_panic=1 panic_print=66 tsc=reliable systemd.mask=serial-getty@ttyS0.service systemd.show_status=0" \
+  -append "root=/dev/vda rw console=ttyS0 quiet loglevel=3 init=$init panic=-1 softlockup_panic=1 watchdog_thresh=30 unknown_nmi_panic=1 panic_print=66 trace_options=norecord-cmd tsc=reliable systemd.mask=serial-getty@ttyS0.service systemd.show_status=0" \
   ${net_opts[@]+"${net_opts[@]}"} \
   -drive "file=$img,if=virtio,format=raw,snapshot=on" \
   -device virtio-rng-pci \

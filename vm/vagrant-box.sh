@@ -157,7 +157,7 @@ Vagrant.configure("2") do |config|
     lv.disk_bus = "virtio"
     lv.kernel = File.join(__dir__, "vmlinuz")
     lv.initrd = File.join(__dir__, "initrd")
-    lv.cmd_line = "root=/dev/vda rw console=ttyS0 net.ifnames=1"
+    lv.cmd_line = "root=/dev/vda rw console=ttyS0 net.ifnames=1 trace_options=norecord-cmd"
   end
 end
 EOF

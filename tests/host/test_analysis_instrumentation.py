@@ -40,6 +40,9 @@ def _fake(root):
         with open(os.path.join(path, "trace_pipe"), "w") as f:
             f.write(LINE * 3)
     os.makedirs(os.path.join(root, "instances"))
+    os.makedirs(os.path.join(root, "options"))
+    with open(os.path.join(root, "options", "record-cmd"), "w") as f:
+        f.write("1")
     return on_created
 
 
@@ -60,6 +63,9 @@ def test_tracer_reads_nothing_during_the_run_until_a_buffer_fills(tmp_path):
             "dport >= 5201 && dport <= 5202"
         assert open(os.path.join(inst, "events/tcp/tcp_probe/enable")).read() == "1"
         assert open(os.path.join(inst, "options/overwrite")).read() == "0"
+        # no command-name recording: it would rewrite the scheduler's code at each enable
+        assert open(os.path.join(t.root, "options/record-cmd")).read() == "0"
+        assert open(os.path.join(inst, "options/record-cmd")).read() == "0"
         assert int(open(os.path.join(inst, "buffer_size_kb")).read()) == t.buffer_kb >= 4096
         time.sleep(0.3)
         assert out.read_bytes() == b""           # below half full: the thread left it alone

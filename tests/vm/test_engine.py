@@ -27,7 +27,7 @@ import time
 
 import pytest
 
-from cclab import profiles, results, runner, state, traces
+from cclab import measure, profiles, results, runner, state, traces
 from cclab.analysis import fidelity
 from cclab.measure import COOKIE_SEGMENTS
 from cclab.profiles import KIT_DIR
@@ -604,6 +604,19 @@ def test_one_host_flows_with_different_ccas(tmp_path):
     search = results.load(d, "search")
     assert len(search) >= 1 and set(search.flow) == {3}, search
     assert set(search.reason) <= {"search", "hystart", "loss"}
+
+
+def test_tracing_does_not_rewrite_the_schedulers_code(tmp_path):
+    """tracefs' record-cmd is off from boot (vm/run.sh's kernel line) and stays off through a
+    run that traces tcp_probe: with it on, each run's enabling and disabling of its events
+    rewrote __schedule under the other vCPU, which froze a guest (measure.no_cmdline_recording)."""
+    flag = os.path.join(measure.tracefs(), "options", "record-cmd")
+    with open(flag) as f:
+        assert f.read().strip() == "0"
+    d, man = run(tmp_path, "wired", [Flow(cca="cubic", duration=2)], tcp_probe=True)
+    assert len(results.load(d, "probe")) > 0
+    with open(flag) as f:
+        assert f.read().strip() == "0"
 
 
 def test_a_kept_network_gives_each_run_its_own_settings(tmp_path):
