@@ -133,8 +133,6 @@ def signals_held():
             signal.signal(s, h)
 
 
-# ---------------------------------------------------------------- one run
-
 # ---------------------------------------------------------------- a network kept between runs
 
 class _Kept:
@@ -189,6 +187,8 @@ def keep_network():
             with signals_held():
                 _kept.drop()
 
+
+# ---------------------------------------------------------------- one run
 
 class Run:
     def __init__(self, exp: Experiment, repetition: int, out: Path, stamp: str):
