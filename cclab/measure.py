@@ -21,6 +21,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import numbers
 import re
 import threading
 import time
@@ -476,6 +477,23 @@ def read_json(path: Path) -> dict:
 
 # iperf3 sends a cookie (37 bytes, one segment) on every connection before its test begins
 COOKIE_SEGMENTS = 1
+COOKIE_BYTES = 37
+
+
+def sent_payload(sample) -> bool:
+    """Whether a socket sample (a dict or a table row) shows bytes beyond iperf3's cookie.
+
+    Counted in new bytes: what the socket sent less what it sent again.  Under loss the cookie
+    itself goes out more than once, and every copy is a data segment: a lab 3 run at 20 % loss
+    sent its cookie twice, and counting segments put the test's start 0.3 s before the cookie
+    had even arrived.  Samples without the byte counters (older tables) fall back to segments."""
+    def counter(name):
+        v = sample.get(name)
+        return v if isinstance(v, numbers.Real) and v == v else None     # not None, not NaN
+    sent = counter("bytes_sent")
+    if sent is not None:
+        return sent - (counter("bytes_retrans") or 0) > COOKIE_BYTES
+    return (sample.get("data_segs_out") or 0) > COOKIE_SEGMENTS
 
 
 def test_start(ss_rows: list[dict], flow: int, t_spawn: float, period: float) -> float:
@@ -491,7 +509,7 @@ def test_start(ss_rows: list[dict], flow: int, t_spawn: float, period: float) ->
     midpoint (off by at most half the sampling period), and never a time before the spawn.
     Without such samples (UDP, no socket sampler) it returns the spawn time."""
     mine = [r for r in ss_rows if r["flow"] == flow]
-    sent = [r["t"] for r in mine if (r.get("data_segs_out") or 0) > COOKIE_SEGMENTS]
+    sent = [r["t"] for r in mine if sent_payload(r)]
     if not sent:
         return t_spawn
     first = min(sent)

@@ -409,7 +409,7 @@ class Iperf(Measurement):
             # the host's default; such a socket has sent no more than the cookie and does not
             # count (a sample between the cookie and the switch failed a VM test once).
             ccs = {r.get("cca") for r in ss_rows if r["flow"] == fl["flow"] and r.get("cca")
-                   and (r.get("data_segs_out") or 0) > measure.COOKIE_SEGMENTS}
+                   and measure.sent_payload(r)}
             fl["cca_ss"] = ",".join(sorted(ccs)) if ccs else None
         # did each flow run the congestion control it asked for?
         for fl in flows:

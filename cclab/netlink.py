@@ -350,7 +350,8 @@ def row(sock: dict) -> dict:
                  pacing_rate_bps=(i["pacing_rate"] * 8 if "pacing_rate" in i
                                   and i["pacing_rate"] != 2**64 - 1 else None),
                  delivery_rate_bps=i["delivery_rate"] * 8 if "delivery_rate" in i else None,
-                 bytes_acked=i.get("bytes_acked"), bytes_retrans=i.get("bytes_retrans"),
+                 bytes_acked=i.get("bytes_acked"), bytes_sent=i.get("bytes_sent"),
+                 bytes_retrans=i.get("bytes_retrans"),
                  retrans=i.get("retrans"), retrans_total=i.get("total_retrans"),
                  lost=i.get("lost"), unacked=i.get("unacked"),
                  data_segs_out=i.get("data_segs_out"), delivered=i.get("delivered"),

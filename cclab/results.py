@@ -47,7 +47,7 @@ TABLES = {
               "retransmits", "snd_cwnd", "rtt_us", "rttvar_us", "lost_packets", "packets"],
     "ss": ["t", "flow", "host", "local_port", "peer_port", "cca", "cwnd", "ssthresh", "mss",
            "rtt_ms", "rttvar_ms", "min_rtt_ms", "pacing_rate_bps", "delivery_rate_bps",
-           "bytes_acked", "bytes_retrans", "retrans", "retrans_total", "lost",
+           "bytes_acked", "bytes_sent", "bytes_retrans", "retrans", "retrans_total", "lost",
            "unacked", "data_segs_out", "delivered", "app_limited", "module_info"],
     "probe": ["t", "flow", "local_port", "peer_port", "snd_cwnd", "ssthresh", "srtt_us",
               "snd_wnd", "snd_nxt", "snd_una", "data_len"],

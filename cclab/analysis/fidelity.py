@@ -212,6 +212,24 @@ def check_rate_ceiling(run, direction, th: Thresholds):
                   "not measured: no qdisc statistics and no iperf3 intervals", direction)
 
 
+def _backlogged(iv: pd.DataFrame, th: Thresholds) -> pd.DataFrame:
+    """The sample intervals with a queue beyond the delay line at both ends."""
+    return iv[(iv["q0"] >= th.backlog_min_pkts) & (iv["q1"] >= th.backlog_min_pkts)]
+
+
+def busy_link(run, direction: str, a: float, b: float) -> dict:
+    """How a direction's bottleneck spent [a, b]: seconds sampled, seconds it had a queue
+    (beyond its delay line), and the bit/s of frames it sent while it had one (None without)."""
+    run = run if isinstance(run, RunData) else RunData(run)
+    iv = _qdisc_intervals(run, direction, a, b)
+    if not len(iv):
+        return {"sampled_s": 0.0, "busy_s": 0.0, "busy_bps": None}
+    busy = _backlogged(iv, Thresholds())
+    T = float(busy["dt"].sum())
+    return {"sampled_s": float(iv["dt"].sum()), "busy_s": T,
+            "busy_bps": float(busy["dbytes"].sum() * 8 / T) if T > 0 else None}
+
+
 def check_rate_backlogged(run, direction, th: Thresholds):
     a, b = active_window(run, direction)
     iv = _qdisc_intervals(run, direction, a, b)
@@ -219,7 +237,7 @@ def check_rate_backlogged(run, direction, th: Thresholds):
     if not len(iv):
         return _check("rate_backlogged", None, None, expected,
                       "not measured: no bottleneck qdisc statistics in the run", direction)
-    busy = iv[(iv["q0"] >= th.backlog_min_pkts) & (iv["q1"] >= th.backlog_min_pkts)]
+    busy = _backlogged(iv, th)
     T = float(busy["dt"].sum())
     if T < th.backlog_min_time:
         return _check("rate_backlogged", None, None, expected,

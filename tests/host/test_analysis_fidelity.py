@@ -144,3 +144,20 @@ def test_link_changes_late_are_named(tmp_path):
     c = by_name(v)["link_changes"]
     assert c["ok"] is False and v["ok"] is False and "link_changes" in v["failed"]
     assert "400 ms at most (planned at 2.00 s)" in c["reason"], c["reason"]
+
+
+@pytest.mark.parametrize("achieved", [1.0, 0.7])
+def test_busy_link_reports_the_queue_time_and_the_rate_served_meanwhile(tmp_path, achieved):
+    """What the VM tests ask when a flow falls short of its link: how long the bottleneck had a
+    queue in a window and what it sent meanwhile; the same numbers the verdict judges."""
+    d = synthetic.make_run(tmp_path / "r", ccas=("cubic",), achieved=achieved)
+    a, b = fidelity.active_window(data.RunData(d), "down")
+    q = fidelity.busy_link(d, "down", a, b)
+    check = by_name(fidelity.verdict(d))["rate_backlogged"]
+    assert 0 < q["busy_s"] <= q["sampled_s"] <= b - a + 1e-9
+    assert q["busy_s"] == pytest.approx(check["backlogged_s"])
+    assert q["busy_bps"] == pytest.approx(check["achieved_bps"])
+    assert q["busy_bps"] == pytest.approx(achieved * data.RunData(d).rate("down"), rel=0.05)
+    # no samples in the window: nothing sampled, no rate
+    assert fidelity.busy_link(d, "down", b + 100, b + 200) == {"sampled_s": 0.0, "busy_s": 0.0,
+                                                               "busy_bps": None}

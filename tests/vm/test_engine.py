@@ -29,7 +29,7 @@ import pytest
 
 from cclab import measure, profiles, results, runner, state, traces
 from cclab.analysis import fidelity
-from cclab.measure import COOKIE_SEGMENTS
+from cclab.analysis.data import RunData
 from cclab.profiles import KIT_DIR
 from cclab.spec import Experiment, Flow, Measure
 
@@ -99,18 +99,37 @@ def starved(d, verdict=None) -> set:
     return {c["name"] for c in v["checks"] if c["ok"] is False} & STARVED
 
 
-def assert_link_rate(d, got, rate):
-    """A flow's goodput against the rate its link was given.  Never above it (a slow guest
-    cannot serve faster); close to it unless the kit's fidelity verdict says the emulator fell
-    behind in this run.  Beside two CPU hogs on the host, an 80 Mbit/s LEO link served 10.8 %
-    short in two runs of two, and the verdict named it (the queue served at 86 % of its rate);
-    a shortfall the verdict does not explain fails."""
+def assert_link_rate(d, got, rate, window):
+    """A flow's goodput in window against the rate its link was given.  Never above it (a slow
+    guest cannot serve faster); close to it unless the kit's fidelity verdict says the emulator
+    fell behind in this run (beside two CPU hogs on the host, an 80 Mbit/s LEO link served 10.8 %
+    short in two runs of two, and the verdict named it: the queue served at 86 % of its rate),
+    or the sender itself left the link idle.  That last needs the kernel's word: the flow's
+    congestion window fell below the path's BDP in the window (a loss recovery or a timeout),
+    the link sent at its rate whenever it had a queue, and the goodput lost is no more than the
+    time the queue stood empty.  (A CI run on the wired profile: cubic at 80 % of the rate, the
+    verdict trusting the run, its queue served at 99.5 % of the rate while it held packets.)
+    Any other shortfall fails."""
     assert got <= 1.10 * rate, (got, rate)
     if near(got, rate):
         return
     v = fidelity.verdict(d)                 # judged once, for the test and its message
     print(f"not judged against the rate: {trust(d, v)}")
-    assert starved(d, v), f"goodput {got / 1e6:.2f} of {rate / 1e6:.2f} Mbit/s: {trust(d, v)}"
+    if starved(d, v):
+        return
+    q = fidelity.busy_link(d, "down", *window)
+    ss = results.load(d, "ss")
+    w = ss[(ss.flow == 1) & (ss.t >= window[0]) & (ss.t <= window[1])]
+    bdp = RunData(d).bdp_bytes("down") / 1448
+    least = float(w.cwnd.min()) if len(w) else float("nan")
+    busy = q["busy_s"] / q["sampled_s"] if q["sampled_s"] else 0.0
+    served = (q["busy_bps"] or 0) * PAYLOAD
+    print(f"window {window[0]}-{window[1]} s: a queue for {q['busy_s']:.2f} of "
+          f"{q['sampled_s']:.2f} s, {served / 1e6:.2f} Mbit/s of payload sent meanwhile; "
+          f"flow 1's cwnd {least:.0f} at least, a BDP is {bdp:.0f} segments; "
+          f"{int(w.retrans_total.max() - w.retrans_total.min()) if len(w) else 0} retransmitted")
+    idle_sender = least < bdp and within(served, rate, 0.05) and got >= 0.9 * busy * rate
+    assert idle_sender, f"goodput {got / 1e6:.2f} of {rate / 1e6:.2f} Mbit/s: {trust(d, v)}"
 
 
 def idle_rtt(d, before):
@@ -223,7 +242,7 @@ def test_wired(tmp_path, no_hystart, base_rtt):
     d, man, got = run_for_rate(tmp_path, "wired", flows, (5, 9.2), 50e6 * PAYLOAD,
                                tcp_probe=True, cpu=True)
     assert near(idle_rtt(d, 1.9), 40.0 + base_rtt)
-    assert_link_rate(d, got, 50e6 * PAYLOAD)
+    assert_link_rate(d, got, 50e6 * PAYLOAD, (5, 9.2))
     assert_no_loss(d, 2)
     fl = results.load(d, "flows")
     assert fl.cca_iperf[0] == "cubic" and fl.cca_ss[0] == "cubic"
@@ -274,7 +293,7 @@ def test_starlink_seed_rate_and_rtt(tmp_path, base_rtt):
                              [Flow(cca="cubic", start=1.5, duration=6)], (3.5, 7.7),
                              10e6 * PAYLOAD, override={"down": {"loss": 0}})
     assert near(idle_rtt(d, 1.4), 50.0 + base_rtt)
-    assert_link_rate(d, got, 10e6 * PAYLOAD)
+    assert_link_rate(d, got, 10e6 * PAYLOAD, (3.5, 7.7))
 
 
 def test_starlink_seed_loss(tmp_path):
@@ -367,7 +386,7 @@ def test_wifi(tmp_path, no_hystart, base_rtt):
     assert len(rtt) >= 80, len(rtt)                # SE of the mean ~ 3.7 ms / sqrt(n)
     print(f"wifi idle RTT: model {model:.2f} ms + VM {base_rtt:.2f} ms")
     assert near(rtt.mean(), model + base_rtt)
-    assert_link_rate(d, got, 50e6 * PAYLOAD)
+    assert_link_rate(d, got, 50e6 * PAYLOAD, (5, 9.2))
     assert_no_loss(d, 2)
 
 
@@ -486,7 +505,7 @@ def test_leo_rate_and_rtt(tmp_path, no_hystart, base_rtt):
     assert results.load(d, "changes").empty
     assert near(idle_rtt(d, 1.9), 30.0 + base_rtt)
     assert man["profile"]["down"]["rate"] * PAYLOAD == rate
-    assert_link_rate(d, got, rate)
+    assert_link_rate(d, got, rate, (4, 8.2))
 
 
 def test_leo_loss(tmp_path):
@@ -594,7 +613,7 @@ def test_one_host_flows_with_different_ccas(tmp_path):
         rows = ss[ss.flow == i]
         assert len(set(rows.local_port)) == 1          # the data connection only
         # iperf3 sets -C after connect() and its cookie: only those may run the host's default
-        sending = rows[rows.data_segs_out > COOKIE_SEGMENTS]
+        sending = rows[[measure.sent_payload(r) for _, r in rows.iterrows()]]
         assert len(sending) > 20 and set(sending.cca) == {cca}, (i, set(sending.cca))
         assert set(rows.cca) <= {cca, "cubic"}
     spline = results.load(d, "spline")
