@@ -82,6 +82,18 @@ class Path:
         self.procs.append(p)
         return p
 
+    def listening(self, port=5201, limit=60):
+        """Wait until something listens on the receiver's TCP `port` (an iperf3 server just
+        spawned: its start takes longer on a busy guest than any fixed sleep); raise if it
+        never does within `limit` s."""
+        deadline = time.monotonic() + limit
+        while time.monotonic() < deadline:
+            out = ns(self.rcv, "ss", "-ltnH", "sport", "=", f":{port}", check=False).stdout
+            if out.strip():
+                return
+            time.sleep(0.1)
+        raise TimeoutError(f"nothing listens on {self.rcv}:{port} after {limit} s")
+
     def server_idle(self, port=5201, limit=60):
         """Wait until the receiver's iperf3 server holds no connection on `port`.  Behind a
         lossy path the previous test's last control messages can still be in retransmission

@@ -84,7 +84,7 @@ class Path(netns.Path):
     def _build(self):
         super()._build()
         self.spawn(self.rcv, "iperf3", "-s")
-        time.sleep(0.5)
+        self.listening()
 
     def data_sockets(self, port=5201):
         """The sender's sockets towards iperf3 on the receiver: (head, info) line pairs."""
@@ -419,7 +419,8 @@ def test_lossy_10mbit(mods, path, cca):
 def test_rmmod_refused_while_in_use_then_idle_works(mods, path):
     path.shape(["rate", "10mbit", "delay", "10ms", "limit", "1000"])
     path.spawn(path.rcv, "iperf3", "-s", "-p", "5202")     # one server per flow
-    time.sleep(0.5)
+    path.listening(5201)
+    path.listening(5202)
     flows = {mod: path.spawn(path.snd, "iperf3", "-c", path.rcv_ip, "-p", str(port),
                              "-C", name, "-t", "60")
              for port, (mod, name) in zip((5201, 5202), MODULES.items())}

@@ -56,7 +56,7 @@ def lossy_path():
     with Path() as p:
         p.shape(["rate", "10mbit", "delay", "50ms", "loss", "2%", "limit", "1000"])
         p.spawn(p.rcv, "iperf3", "-s")
-        time.sleep(1)
+        p.listening()
         yield p
 
 
