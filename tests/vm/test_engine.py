@@ -453,7 +453,8 @@ def test_cellular_follows_trace(tmp_path, base_rtt):
     # measured: medians of 1-2 ms; the first changes, while the run's flows and samplers
     # start, up to 167 ms late.  Later than the verdict's 0.25 s only if the verdict says so.
     v = fidelity.verdict(d)
-    assert len(ch) > 20 and late.median() < 0.02, ch
+    assert len(ch) > 20, ch
+    assert late.median() < 0.02 or starved(d, v), f"{late.median():.3f} s: {trust(d, v)}"
     assert late.max() <= fidelity.Thresholds().change_late_max or "link_changes" in v["failed"], ch
     trace = traces.read(KIT_DIR / "topologies" / "traces" / "cell-10mbit.down")
     planned = traces.rates(trace, 1.0, 13)

@@ -43,8 +43,10 @@ def test_a_ping_in_the_shell_crosses_the_shaped_link_and_exit_removes_everything
     m = re.search(r"rtt min/avg/max/mdev = ([\d.]+)/([\d.]+)/", p.stdout)
     assert m, "no ping summary"
     assert "5 received" in p.stdout
-    low, avg = float(m.group(1)) / 1e3, float(m.group(2)) / 1e3
-    assert rtt * 0.95 <= low and avg <= rtt * 1.5, (low, avg, rtt)
+    low = float(m.group(1)) / 1e3
+    # the fastest of five: the shaped path's delay, which a stalled guest can only lengthen
+    # (an average over five pings moves with one stall)
+    assert rtt * 0.95 <= low <= rtt * 1.5, (low, rtt)
     assert re.search(r"qdisc (htb|netem|tbf) ", p.stdout), "the router's shaping qdisc"
     nothing_left()
 
