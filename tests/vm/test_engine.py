@@ -335,7 +335,11 @@ def assert_netem_loss(d, dev, lost, sent, percent):
     seen = netem.packets + netem.drops + netem.backlog_packets
     print(f"netem on {dev}: {netem.drops} dropped of {seen} packets; end to end "
           f"{100 * lost / sent:.3f} % of {sent}")
-    assert 0.99 * sent <= seen <= 1.01 * sent + 100, (seen, sent)
+    # every datagram reaches netem, unless the verdict says the guest fell behind: a starved
+    # router drops some at its input first, which are not the link's (the fraction is judged
+    # over what netem saw)
+    assert seen <= 1.01 * sent + 100, (seen, sent)
+    assert seen >= 0.99 * sent or (seen >= 0.5 * sent and starved(d)), (seen, sent, trust(d))
     assert near(100 * netem.drops / seen, percent)
     assert lost >= 0.95 * netem.drops
 
