@@ -232,12 +232,12 @@ def base_rtt(tmp_path_factory):
     ping = results.load(d, "ping")
     rtt = ping[(ping.t < 1.9) & (ping.t > -5)].rtt_ms.dropna()
     assert len(rtt) >= 50
-    # the median: a guest stalled by a busy host delays a few pings by tens of ms, which would
-    # move a mean; 1.5-2.5 ms on a quiet host, so 5 ms bounds a busy one and still catches a
-    # path that adds delay of its own
-    extra = rtt.median() - 2.0
-    print(f"the VM adds {extra:.3f} ms to an RTT (median of {len(rtt)} pings; mean "
-          f"{rtt.mean() - 2.0:.3f} ms)")
+    # the mean, as test_wifi's model is a mean (the median read 0.8 ms where the mean reads
+    # 1.5-2.5, and test_wifi then failed); 5 ms bounds a busy host and still catches a path
+    # that adds delay of its own
+    extra = rtt.mean() - 2.0
+    print(f"the VM adds {extra:.3f} ms to an RTT (mean over {len(rtt)} pings; median "
+          f"{rtt.median() - 2.0:.3f} ms)")
     assert 0 <= extra < 5
     return extra
 
