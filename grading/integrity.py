@@ -62,7 +62,7 @@ QDISC_MIN = 0.99
 # ss's bytes_acked over iperf3's received bytes, per flow.  The lower bound counts what was in
 # flight at each socket's last sample as well: a receiver that closes with a hole in its data
 # resets the sender's socket, whose last sample can come before the ACKs for the last read
-# bytes (a lab 3 run at 20 % loss, CI 28 Nov 2026: the hole filled in the test's last 48 ms,
+# bytes (a lab 3 run at 20 % loss, CI 29 Nov 2026: the hole filled in the test's last 48 ms,
 # 37,648 of its 92,672 B read then; the last sample, 50 ms before the reset, had 55,062 B
 # acknowledged and 28 segments in flight).
 ACKED = (0.8, 1.2)

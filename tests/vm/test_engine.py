@@ -106,12 +106,17 @@ def assert_link_rate(d, got, rate, window):
     guest cannot serve faster); close to it unless the kit's fidelity verdict says the emulator
     fell behind in this run (beside two CPU hogs on the host, an 80 Mbit/s LEO link served 10.8 %
     short in two runs of two, and the verdict named it: the queue served at 86 % of its rate),
-    or the sender itself left the link idle.  That last needs the kernel's word: the flow's
-    congestion window fell below the path's BDP in the window (a loss recovery or a timeout),
-    the link sent at its rate whenever it had a queue, and the goodput lost is no more than the
-    time the queue stood empty.  (A CI run on the wired profile: cubic at 80 % of the rate, the
-    verdict trusting the run, its queue served at 99.5 % of the rate while it held packets.)
-    Any other shortfall fails."""
+    or the link sat idle for want of packets.  This test judges the link: when the verdict
+    trusts the run, a shortfall passes only if the link sent at its rate (within 5 %) whenever
+    it had a queue, the goodput lost is no more than the time its queue stood empty, and the
+    queue held packets for at least half the window.  What kept the sender from filling it is
+    printed (its congestion window, packets in flight, application-limited samples, the
+    receiver's window), not judged: two CI runs on the wired profile had cubic at 74 % and 80 %
+    of the rate with the verdict trusting the run and the queue served at 99-100 % of the rate
+    while it held packets; in the first, the congestion window never fell below 198 segments
+    against a BDP of 173, so the sender was held back by something other than its window (its
+    CPU share in the guest, or the receiver's).  The receiver's buffer must allow a window of
+    two BDPs, so that a kit that set it too small fails here.  Any other shortfall fails."""
     assert got <= 1.10 * rate, (got, rate)
     if near(got, rate):
         return
@@ -120,18 +125,29 @@ def assert_link_rate(d, got, rate, window):
     if starved(d, v):
         return
     q = fidelity.busy_link(d, "down", *window)
+    run = RunData(d)
     ss = results.load(d, "ss")
     w = ss[(ss.flow == 1) & (ss.t >= window[0]) & (ss.t <= window[1])]
-    bdp = RunData(d).bdp_bytes("down") / 1448
-    least = float(w.cwnd.min()) if len(w) else float("nan")
+    bdp = run.bdp_bytes("down")
     busy = q["busy_s"] / q["sampled_s"] if q["sampled_s"] else 0.0
     served = (q["busy_bps"] or 0) * PAYLOAD
     print(f"window {window[0]}-{window[1]} s: a queue for {q['busy_s']:.2f} of "
           f"{q['sampled_s']:.2f} s, {served / 1e6:.2f} Mbit/s of payload sent meanwhile; "
-          f"flow 1's cwnd {least:.0f} at least, a BDP is {bdp:.0f} segments; "
-          f"{int(w.retrans_total.max() - w.retrans_total.min()) if len(w) else 0} retransmitted")
-    idle_sender = least < bdp and within(served, rate, 0.05) and got >= 0.9 * busy * rate
-    assert idle_sender, f"goodput {got / 1e6:.2f} of {rate / 1e6:.2f} Mbit/s: {trust(d, v)}"
+          f"a BDP is {bdp / 1448:.0f} segments")
+    if len(w):
+        print(f"flow 1 in the window: cwnd {w.cwnd.min():.0f}-{w.cwnd.max():.0f} segments, "
+              f"in flight {w.unacked.min():.0f}-{w.unacked.max():.0f}, application-limited in "
+              f"{(w.app_limited.fillna(0) > 0).mean():.0%} of {len(w)} samples, "
+              f"{int(w.retrans_total.max() - w.retrans_total.min())} retransmitted")
+    probe = results.load(d, "probe")
+    if len(probe):
+        p = probe[(probe.flow == 1) & (probe.t >= window[0]) & (probe.t <= window[1])]
+        if len(p):
+            print(f"the receiver's window: {p.snd_wnd.min():.0f}-{p.snd_wnd.max():.0f} B")
+    receiver = run.manifest["sysctls"]["cc-c1"]["net.ipv4.tcp_rmem"]
+    assert int(receiver.split()[-1]) >= 2 * bdp, f"tcp_rmem {receiver} on the receiver"
+    idle_link = busy >= 0.5 and within(served, rate, 0.05) and got >= 0.9 * busy * rate
+    assert idle_link, f"goodput {got / 1e6:.2f} of {rate / 1e6:.2f} Mbit/s: {trust(d, v)}"
 
 
 def idle_rtt(d, before):
