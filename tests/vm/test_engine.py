@@ -120,12 +120,12 @@ def assert_link_rate(d, got, rate, window):
     assert got <= 1.10 * rate, (got, rate)
     if near(got, rate):
         return
-    v = fidelity.verdict(d)                 # judged once, for the test and its message
+    run = RunData(d)                        # read once: the verdict and busy_link share it
+    v = fidelity.verdict(run)               # judged once, for the test and its message
     print(f"not judged against the rate: {trust(d, v)}")
     if starved(d, v):
         return
-    q = fidelity.busy_link(d, "down", *window)
-    run = RunData(d)
+    q = fidelity.busy_link(run, "down", *window)
     ss = results.load(d, "ss")
     w = ss[(ss.flow == 1) & (ss.t >= window[0]) & (ss.t <= window[1])]
     bdp = run.bdp_bytes("down")

@@ -419,8 +419,7 @@ def test_lossy_10mbit(mods, path, cca):
 def test_rmmod_refused_while_in_use_then_idle_works(mods, path):
     path.shape(["rate", "10mbit", "delay", "10ms", "limit", "1000"])
     path.spawn(path.rcv, "iperf3", "-s", "-p", "5202")     # one server per flow
-    path.listening(5201)
-    path.listening(5202)
+    path.listening(5202)                                   # 5201's: Path._build waits for it
     flows = {mod: path.spawn(path.snd, "iperf3", "-c", path.rcv_ip, "-p", str(port),
                              "-C", name, "-t", "60")
              for port, (mod, name) in zip((5201, 5202), MODULES.items())}
