@@ -478,7 +478,7 @@ class Run:
             self.manifest["tc"][node] = {
                 d: {"qdisc": topo.qdiscs_of(answers, d),
                     # tc has no JSON for classes: keep its text, one line per class
-                    "class": answers[("class", d)].splitlines()}
+                    "class": answers.get(("class", d), "").splitlines()}
                 for d in devs}
             out = answers.get(("sysctl", ""), "")
             self.manifest["sysctls"][node] = dict(

@@ -9,10 +9,12 @@ Servers cc-s<i> sit on the left (10.0.<i>.2), clients cc-c<i> on the right (10.1
 Routers are ordinary Mininet hosts with IP forwarding on; there are no switches, no Open
 vSwitch and no controller.  Every name starts with "cc-" so `cclab clean` can find leftovers.
 
-`plan()` is pure: it lists every command (node, argv) that configures addresses, routes,
-sysctls, offloads and qdiscs.  `Network` builds the Mininet network, runs the plan, then gives
-both ends of every link (`links()`) a permanent neighbour entry for the other (`neighbour_plan()`):
-netem would drop ARP like any other packet.
+`plan()` is pure: it lists every command (node, argv) that configures links, addresses,
+routes, sysctls, offloads and qdiscs; node "root" is the machine's own namespace, where every
+link is made, its offloads and receive steering set, and its ends moved into their nodes
+(`link_plan()`).  `Network` starts the nodes, runs the root namespace's script, then each
+node's (its plan, then a permanent neighbour entry on both ends of every link for the other,
+`neighbour_plan()`: netem would drop ARP like any other packet).
 """
 
 from __future__ import annotations
@@ -159,7 +161,7 @@ def interfaces(profile: Profile) -> dict[str, list[str]]:
 def plan(experiment) -> list[tuple[str, list[str]]]:
     """Every command, in order, that configures the network for an experiment."""
     p: Profile = experiment.link
-    cmds: list[tuple[str, list[str]]] = []
+    cmds: list[tuple[str, list[str]]] = [(ROOT, argv) for argv in link_plan(p)]
     ccas = default_ccas(experiment)
     # addresses and routes
     cmds += [(R1, ["ip", "addr", "add", f"{CORE1_ADDR}/30", "dev", CORE1]),
@@ -183,14 +185,6 @@ def plan(experiment) -> list[tuple[str, list[str]]]:
     for h in hosts(p):
         for k, v in host_sysctls(p, ccas.get(h, "cubic"), experiment.sysctl).items():
             cmds.append((h, ["sysctl", "-qw", f"{k}={v}"]))
-    # offloads: netem must see real packets, not 64 KB GSO super-packets
-    if not p.offloads:
-        for node, devs in interfaces(p).items():
-            cmds += [(node, ["ethtool", "-K", d, "tso", "off", "gso", "off", "gro", "off"])
-                     for d in devs]
-    # one receive queue per flow (see steering())
-    for node, devs in interfaces(p).items():
-        cmds.append((node, steering(devs)))
     # the bottleneck
     buf = buffers(p)
     dynamic = p.dynamics is not None
@@ -229,19 +223,47 @@ def plug(dev: str, action: str) -> list[str]:
 
 
 def steering(devs: list[str]) -> list[str]:
-    """The command that turns on receive packet steering over every CPU on a node's
-    interfaces.  A veth hands each packet to the backlog of the CPU that sent it; a TCP flow
-    sends from two places (the application's writes, and the softirq that an ACK wakes), so on
-    a guest with two or more CPUs its packets can reach the next hop out of order, and the
-    sender may take that for loss: a spurious recovery, a cwnd cut, a slow start ended.  With
-    RPS each packet goes to the backlog of a CPU chosen by its flow's hash: one per flow, in
-    order, the flows still spread over the CPUs.  rps_cpus lives in the namespace's own sysfs,
-    which the node mounts for itself (in a mount namespace of its own, as `ip netns exec` does)."""
+    """The command that turns on receive packet steering over every CPU on these interfaces.
+    A veth hands each packet to the backlog of the CPU that sent it; a TCP flow sends from two
+    places (the application's writes, and the softirq that an ACK wakes), so on a guest with
+    two or more CPUs its packets can reach the next hop out of order, and the sender may take
+    that for loss: a spurious recovery, a cwnd cut, a slow start ended.  With RPS each packet
+    goes to the backlog of a CPU chosen by its flow's hash: one per flow, in order, the flows
+    still spread over the CPUs.  It runs in the machine's own namespace, before the interfaces
+    move into their nodes (link_plan): the setting moves with them."""
     files = " ".join(f"/sys/class/net/{d}/queues/rx-0/rps_cpus" for d in devs)
     every = f"{(1 << (os.cpu_count() or 1)) - 1:x}"      # what nproc --all counts
-    return ["unshare", "-m", "sh", "-c",
-            f"umount -l /sys && mount -t sysfs sysfs /sys && "
-            f"for f in {files}; do echo {every} > $f; done"]
+    return ["sh", "-c", f"for f in {files}; do echo {every} > $f; done"]
+
+
+# The machine's own namespace, where every link is made and set up before its two ends move
+# into their nodes: one script for the whole dumbbell instead of a few processes per interface
+# in each node (each process start costs ~0.1 s under software emulation; a node's own sysfs
+# needed a mount namespace and three more processes).  Interface settings that move with the
+# interface: its MAC, its offloads, its receive steering.
+ROOT = "root"
+
+
+def link_plan(profile: Profile) -> list[list[str]]:
+    """The root namespace's commands: every link made (a veth pair, each end with its MAC),
+    the offloads off (netem must see real packets, not 64 KB GSO super-packets) unless the
+    profile keeps them, receive steering on (steering()), then each end moved into its node
+    (`netns NODE`: the node's namespace, by the pid of its shell when the script runs)."""
+    ends = [e for link in links(profile) for e in link]
+    cmds = [["ip", "link", "add", "name", a.dev, "address", a.mac, "type", "veth", "peer",
+             "name", b.dev, "address", b.mac] for a, b in links(profile)]
+    if not profile.offloads:
+        cmds += [["ethtool", "-K", e.dev, "tso", "off", "gso", "off", "gro", "off"] for e in ends]
+    cmds.append(steering([e.dev for e in ends]))
+    cmds += [["ip", "link", "set", "dev", e.dev, "netns", e.node] for e in ends]
+    return cmds
+
+
+def root_script(profile: Profile, pids: dict[str, int]) -> str:
+    """link_plan() as one shell script, each node named by its shell's pid."""
+    cmds = [argv[:-1] + [str(pids[argv[-1]])] if argv[-2:-1] == ["netns"] else argv
+            for argv in link_plan(profile)]
+    return script(cmds)
 
 
 @dataclass(frozen=True)
@@ -310,19 +332,25 @@ def check_macs(profile: Profile, snapshot: dict) -> None:
 SNAPSHOT_MARK = "@@cclab-snapshot"
 
 
-def snapshot_queries(experiment) -> dict[str, list[tuple[str, str, list[str]]]]:
-    """Per node, the (kind, dev, argv) queries of its snapshot: `link` and `qdisc` (dev "":
-    every interface of the node, ip -j and tc -j, one process each; split per interface by
-    qdiscs_of), `class` (tc's text, which has no interface names) for each interface, and
-    `sysctl` (dev "") for the settings the plan makes there."""
+def snapshot_queries(experiment, links: bool = True) -> dict[str, list[tuple[str, str, list[str]]]]:
+    """Per node, the (kind, dev, argv) queries of its snapshot: `link` (unless links is False:
+    a kept network's links are those its first snapshot saw) and `qdisc` (dev "": every
+    interface of the node, ip -j and tc -j, one process each; split per interface by
+    qdiscs_of), `class` (tc's text, which has no interface names) for each interface the plan
+    gives a qdisc (the others keep the kernel's default, which has no classes), and `sysctl`
+    (dev "") for the settings the plan makes there."""
     p = experiment.link
+    queued = {(node, argv[argv.index("dev") + 1]) for node, argv in plan(experiment)
+              if argv[:3] == ["tc", "qdisc", "add"]}
     out: dict[str, list[tuple[str, str, list[str]]]] = {}
     for node, devs in interfaces(p).items():
         q = out.setdefault(node, [])
-        q.append(("link", "", ["ip", "-j", "link", "show"]))
+        if links:
+            q.append(("link", "", ["ip", "-j", "link", "show"]))
         q.append(("qdisc", "", ["tc", "-j", "qdisc", "show"]))
         for d in devs:
-            q.append(("class", d, ["tc", "class", "show", "dev", d]))
+            if (node, d) in queued:
+                q.append(("class", d, ["tc", "class", "show", "dev", d]))
         keys = ["net.ipv4.ip_forward"] if node in (R1, R2) else list(
             host_sysctls(p, "cubic", experiment.sysctl))
         q.append(("sysctl", "", ["sysctl", "-e"] + keys))
@@ -331,7 +359,9 @@ def snapshot_queries(experiment) -> dict[str, list[tuple[str, str, list[str]]]]:
 
 def snapshot_lines(queries: list[tuple[str, str, list[str]]]) -> list[str]:
     """A node's snapshot queries as shell lines, each answer after its mark.  A query that fails
-    stops the script like any setup command, except sysctl's (a key this kernel lacks)."""
+    stops the script like any setup command, except sysctl's (a key this kernel lacks).  (The
+    shell's own `read` cannot stand in for sysctl: it reads a byte at a time, and the kernel's
+    handler of a vector such as tcp_rmem answers a read past offset 0 with nothing.)"""
     lines = []
     for kind, dev, argv in queries:
         lines.append(f"echo '{SNAPSHOT_MARK} {kind} {dev}'")
@@ -385,7 +415,8 @@ def node_scripts(experiment) -> dict[str, str]:
     names the line it failed on)."""
     per_node: dict[str, list[list[str]]] = {}
     for node, argv in plan(experiment):
-        per_node.setdefault(node, []).append(argv)
+        if node != ROOT:
+            per_node.setdefault(node, []).append(argv)
     checks = neighbour_lines(experiment.link)
     return {node: script(per_node.get(node, []), checks.get(node, []))
             for node in {**per_node, **checks}}
@@ -583,12 +614,26 @@ class Network:
             def config(self, **params):
                 return {}
 
+        class PlannedLink(Link):
+            """A link the root namespace's script (root_script) has made and moved into its
+            nodes already: Mininet only records its two interfaces."""
+
+            @classmethod
+            def makeIntfPair(cls, *args, **kwargs):
+                return None
+
         setLogLevel("error")
-        self.net = Mininet(topo=None, controller=None, link=Link, host=Host, intf=PlannedIntf,
-                           build=False, autoSetMacs=False)
+        self.net = Mininet(topo=None, controller=None, link=PlannedLink, host=Host,
+                           intf=PlannedIntf, build=False, autoSetMacs=False)
         topo = make_topo(self.experiment.link)
         with own_socket_tables(NODE_SOCKET_BUCKETS) as self.socket_buckets:
             self._add_nodes(topo)
+        pids = {h.name: h.pid for h in self.net.hosts}
+        r = subprocess.run(["sh", "-c", root_script(self.experiment.link, pids)],
+                           capture_output=True, text=True, timeout=60)
+        if r.returncode != 0:
+            err = " / ".join(line.strip() for line in r.stderr.splitlines() if line.strip())
+            raise CommandFailed(f"{ROOT}: making the links: {err or 'exit %d' % r.returncode}")
         for _a, _b, info in topo.links(sort=True, withInfo=True):
             self.net.addLink(**info)
         self.net.built = True
@@ -601,20 +646,26 @@ class Network:
 
     def reconfigure(self, experiment) -> None:
         """Make this network, configured for the run of self.experiment, the network of a run
-        of `experiment` (the same shape_key): its qdiscs and sysctls, and a new snapshot."""
+        of `experiment` (the same shape_key): its qdiscs and sysctls, and a new snapshot (its
+        links as the first one saw them: a kept network's links do not change)."""
         before, self.experiment = self.experiment, experiment
-        self._configure(settings_scripts(experiment, before))
+        links = {name: {k: v for k, v in answers.items() if k[0] == "link"}
+                 for name, answers in self.snapshot.items()}
+        self._configure(settings_scripts(experiment, before), links)
 
-    def _configure(self, scripts: dict[str, str]) -> None:
-        """Each node's script, then its snapshot queries, in one shell per node."""
-        queries = snapshot_queries(self.experiment)
+    def _configure(self, scripts: dict[str, str], links: dict | None = None) -> None:
+        """Each node's script, then its snapshot queries, in one shell per node.  With `links`
+        (each node's link answers from an earlier snapshot) the links are not asked again."""
+        queries = snapshot_queries(self.experiment, links=links is None)
         names = list(scripts)
         outs = run_in_all([
             (self.net[name], ["sh", "-c", scripts[name] + "".join(
                 line + "\n" for line in snapshot_lines(queries.get(name, [])))],
              "setting up the node", True) for name in names])
-        self.snapshot = {name: read_snapshot(out) for name, out in zip(names, outs)}
-        check_macs(self.experiment.link, self.snapshot)
+        self.snapshot = {name: {**(links or {}).get(name, {}), **read_snapshot(out)}
+                         for name, out in zip(names, outs)}
+        if links is None:
+            check_macs(self.experiment.link, self.snapshot)
 
     def shells(self) -> set[int]:
         """The pids of the nodes' shells (each holds its node's namespace)."""
@@ -646,7 +697,9 @@ class Network:
     def stop(self) -> None:
         """End every node's shell.  A node's namespace goes with its last process, and the
         kernel removes the namespace's interfaces with it (both ends of every link live in
-        nodes); deleting the links first cost the software-emulated VM about 0.1 s a link."""
+        nodes); deleting the links first cost the software-emulated VM about 0.1 s a link.
+        A link still in the machine's own namespace (the root script failed or was stopped
+        before it moved it) is deleted here: one end takes its pair with it."""
         if self.net is not None:
             net, self.net = self.net, None
             for h in net.hosts:
@@ -654,3 +707,7 @@ class Network:
                     h.terminate()
                 except Exception:
                     pass
+            for a, b in links(self.experiment.link):
+                for end in (a, b):
+                    if os.path.exists(f"/sys/class/net/{end.dev}"):
+                        subprocess.run(["ip", "link", "del", end.dev], capture_output=True)

@@ -527,10 +527,21 @@ def test_a_capture_settles_before_it_is_stopped(tmp_path, monkeypatch):
         endless.wait()
 
 
-def test_listening_ports_read_from_ss():
-    out = ("LISTEN 0      5                  *:5201            *:*\n"
-           "LISTEN 0      5            0.0.0.0:5202      0.0.0.0:*\n"
-           "LISTEN 0      5               [::]:5203         [::]:*\n"
-           "LISTEN 0      4096   127.0.0.53%lo:53        0.0.0.0:*\n")
-    assert measurements.listening_ports(out) == {5201, 5202, 5203, 53}
-    assert measurements.listening_ports("") == set()
+def test_listening_ports_read_from_a_namespaces_own_tables():
+    """A listening socket of this process shows in /proc/<pid>/net/tcp (or tcp6) as LISTEN; a
+    connected one does not."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    port = srv.getsockname()[1]
+    cli = socket.create_connection(("127.0.0.1", port))
+    try:
+        ports = measurements.listening_ports(os.getpid())
+        assert port in ports and cli.getsockname()[1] not in ports
+    finally:
+        cli.close()
+        srv.close()
+    assert port not in measurements.listening_ports(os.getpid())
+    assert measurements.listening_ports(2 ** 22 + 7) == set()       # no such process
+
+

@@ -107,9 +107,14 @@ def assert_link_rate(d, got, rate, window):
     fell behind in this run (beside two CPU hogs on the host, an 80 Mbit/s LEO link served 10.8 %
     short in two runs of two, and the verdict named it: the queue served at 86 % of its rate),
     or the link sat idle for want of packets.  This test judges the link: when the verdict
-    trusts the run, a shortfall passes only if the link sent at its rate (within 5 %) whenever
-    it had a queue, the goodput lost is no more than the time its queue stood empty, and the
-    queue held packets for at least half the window.  What kept the sender from filling it is
+    trusts the run, a shortfall passes only if the verdict measured the link sending at its rate
+    whenever it had a queue (rate_backlogged, over the whole run: at least 95 % of the rate),
+    the window's queue served no faster than the rate, the goodput lost is no more than the time
+    its queue stood empty, and the queue held packets for at least half the window.  The
+    window's own served rate is printed, not held to 5 %: a third CI-like run had the queue
+    serving 93.8 % of the rate over its 2.4 s of backlog in the window while the run's verdict,
+    over all its backlog, measured the rate within 95 %; the window is too short a sample for
+    the verdict's bound.  What kept the sender from filling it is
     printed (its congestion window, packets in flight, application-limited samples, the
     receiver's window), not judged: two CI runs on the wired profile had cubic at 74 % and 80 %
     of the rate with the verdict trusting the run and the queue served at 99-100 % of the rate
@@ -146,7 +151,11 @@ def assert_link_rate(d, got, rate, window):
             print(f"the receiver's window: {p.snd_wnd.min():.0f}-{p.snd_wnd.max():.0f} B")
     receiver = run.manifest["sysctls"]["cc-c1"]["net.ipv4.tcp_rmem"]
     assert int(receiver.split()[-1]) >= 2 * bdp, f"tcp_rmem {receiver} on the receiver"
-    idle_link = busy >= 0.5 and within(served, rate, 0.05) and got >= 0.9 * busy * rate
+    backlogged = next((c for c in v["checks"] if c["name"] == "rate_backlogged"
+                       and c.get("direction", "down") == "down"), {})
+    print(f"the verdict's rate while backlogged: {backlogged.get('reason', 'not judged')}")
+    idle_link = (backlogged.get("ok") is True and served <= 1.05 * rate
+                 and busy >= 0.5 and got >= 0.9 * busy * rate)
     assert idle_link, f"goodput {got / 1e6:.2f} of {rate / 1e6:.2f} Mbit/s: {trust(d, v)}"
 
 
@@ -745,6 +754,27 @@ def test_a_failed_run_takes_its_kept_network_down(tmp_path, monkeypatch):
         assert results.read_manifest(d)["network"] == "built"
         assert not set(state.kit_shells()) & before
     assert state.kit_shells() == {} and not state.state_file().exists()
+
+
+def test_links_the_root_script_left_unmoved_are_deleted(tmp_path, monkeypatch):
+    """The links are made in the machine's own namespace and then moved into their nodes, in one
+    script.  A script that stops between the two (here: after every pair is made and set up, before
+    the first move) fails the run with one line, and leaves no kit interface, namespace or shell."""
+    from cclab import topo
+    real = topo.root_script
+
+    def stops_before_the_moves(profile, pids):
+        lines = real(profile, pids).splitlines()
+        moves = max(i for i, line in enumerate(lines) if line.startswith("ip -batch"))
+        assert " netns " in lines[moves + 1]
+        return "\n".join(lines[:moves] + ["echo 'stopped before the moves' >&2; exit 1"]) + "\n"
+    monkeypatch.setattr(topo, "root_script", stops_before_the_moves)
+    e = Experiment(name="root-fail", profile="wired", flows=[Flow(cca="cubic", duration=1)],
+                   measure=Measure(tcp_probe=False, ping_interval=0.1, cpu=False), tail=0.5)
+    with pytest.raises(topo.CommandFailed, match="making the links: stopped before the moves"):
+        runner.run(e, out=tmp_path)
+    assert state.leftover_interfaces() == [] and state.kit_shells() == {}
+    assert not state.state_file().exists()
 
 
 SWEEP = """name = "sweep"
