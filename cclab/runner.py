@@ -14,6 +14,7 @@ One run, in order:
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import platform
@@ -528,25 +529,21 @@ class Run:
 
     def _tables(self) -> None:
         """Raw output -> CSV tables (whatever exists, also after an interruption)."""
-        exp = self.exp
         try:
-            self._tables_inner(exp)
-        except Exception as e:              # a parser bug must not hide the run's data
+            found = measurements.Found(self.t0, self.mono0, self.iperf.flow_lookup(self))
+            for m in self.measurements:         # Iperf last: its tables need the sockets'
+                found.rows.update(m.tables(self, found))
+            for name in ALWAYS_TABLES:
+                results.write_table(self.dir, name, found.rows.get(name, []))
+            for name, rows in found.rows.items():
+                if name not in ALWAYS_TABLES:   # cpu, the enabled tracepoints'
+                    results.write_table(self.dir, name, rows)
+            results.write_table(self.dir, "changes", self.changes)
+            if self.exp.hold:
+                results.write_table(self.dir, "holds", self.holds)
+            self.manifest["flows"] = found.rows["flows"]
+        except Exception as e:                  # a parser bug must not hide the run's data
             self.errors.append(f"tables: {type(e).__name__}: {e}")
-
-    def _tables_inner(self, exp: Experiment) -> None:
-        found = measurements.Found(self.t0, self.mono0, self.iperf.flow_lookup(self))
-        for m in self.measurements:             # Iperf last: its tables need the sockets'
-            found.rows.update(m.tables(self, found))
-        for name in ALWAYS_TABLES:
-            results.write_table(self.dir, name, found.rows.get(name, []))
-        for name, rows in found.rows.items():
-            if name not in ALWAYS_TABLES:       # cpu, the enabled tracepoints'
-                results.write_table(self.dir, name, rows)
-        results.write_table(self.dir, "changes", self.changes)
-        if exp.hold:
-            results.write_table(self.dir, "holds", self.holds)
-        self.manifest["flows"] = found.rows["flows"]
 
 
 # Written for every run, empty when the measurement was off.
@@ -569,7 +566,9 @@ RERUNS = 2
 
 def supersede(d: Path, k: int, why: str) -> Path:
     """Move run folder d aside as d.superseded-k, noting why in its manifest."""
-    m = results.read_manifest(d)
+    # the manifest as the runner wrote it: results.read_manifest would add the files beside it
+    # (the fidelity verdict that judged the run, module parameters), which stay their own files
+    m = json.loads((d / "manifest.json").read_text())
     m["superseded"] = {"attempt": k, "why": why}
     results.write_json(d / "manifest.json", m)
     kept = d.with_name(f"{d.name}{results.SUPERSEDED}{k}")

@@ -231,6 +231,28 @@ def test_a_run_never_trusted_is_kept_after_the_last_attempt(tmp_path, stand_in):
         [d.name] + [f"{d.name}.superseded-{k}" for k in range(1, 1 + runner.RERUNS)])
 
 
+def test_a_superseded_manifest_gets_only_the_runners_note(tmp_path):
+    """The files beside a run's manifest (its fidelity verdict, the module parameters it ran
+    with) stay their own files when the run is set aside: manifest.json keeps what the runner
+    wrote, plus "superseded", and readers still find the verdict through "beside"."""
+    from cclab import results, runner
+    from cclab.analysis import fidelity, synthetic
+    d = synthetic.make_run(tmp_path / "exp" / "20250101-000000-1", ccas=("cubic",), achieved=0.7)
+    written = json.loads((d / "manifest.json").read_text())
+    assert written["beside"] == results.BESIDE
+    verdict = fidelity.write_verdict(d)
+    results.write_beside(d, "module_params", {"tcp_cubic": {"beta": "717"}})
+    beside = {name: (d / name).read_bytes() for name in results.BESIDE.values()}
+    kept = runner.supersede(d, 1, "fidelity verdict: rate_backlogged (down)")
+    assert kept.name == d.name + ".superseded-1" and not d.exists()
+    assert json.loads((kept / "manifest.json").read_text()) == dict(
+        written, superseded={"attempt": 1, "why": "fidelity verdict: rate_backlogged (down)"})
+    assert {name: (kept / name).read_bytes() for name in beside} == beside
+    m = results.read_manifest(kept)
+    assert m["fidelity"]["ok"] is verdict["ok"] is False
+    assert m["module_params"] == {"tcp_cubic": {"beta": "717"}}
+
+
 def test_untrusted_names_the_failed_checks(tmp_path):
     d = tmp_path / "run"
     d.mkdir()
