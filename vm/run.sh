@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Boot the QEMU lab image, run one command as root inside it, and return its output and exit
-# status. The checkout is shared read-write into the guest at /kit, and the command runs there.
+# status. The checkout is shared read-write into the guest at /kit, and the command runs there,
+# with CCLAB_VM_ACCEL set to the accelerator the guest runs under: kvm or tcg (over any --env).
 #
 # Usage: vm/run.sh [--timeout SEC] [--cpus N] [--mem MIB] [--env NAME=VALUE]...
 #                  [--systemd] [--forward PORT] [--kernel SERIES] -- CMD [ARG...]
@@ -47,7 +48,7 @@ while [ $# -gt 0 ]; do
     --env) envs+=("${2:?--env needs NAME=VALUE}"); shift 2 ;;
     --kernel) kernel=${2:?--kernel needs a kernel series, e.g. 6.12}; shift 2 ;;
     --) shift; break ;;
-    -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown option $1 (usage: vm/run.sh [--timeout SEC] [--cpus N] [--mem MIB] -- CMD)" ;;
   esac
 done
@@ -144,6 +145,9 @@ for e in ${envs[@]+"${envs[@]}"}; do
   case "$e" in [A-Za-z_]*=*) printf 'export %s=%q\n' "${e%%=*}" "${e#*=}" >> "$ctl/env" ;;
     *) die "--env takes NAME=VALUE, not $e" ;; esac
 done
+# The command knows how its guest runs: the in-VM tests tell an artefact of QEMU's software
+# emulation from the kernel's own findings (tests/vm/test_kmod.py, test_dmesg_clean_after_matrix).
+printf 'export CCLAB_VM_ACCEL=%q\n' "$accel" >> "$ctl/env"
 
 # The guest's boot under software emulation hung once (2 vCPUs busy for 10 minutes, the command
 # never started): a guest that has not reached the command within boot_limit seconds is stopped

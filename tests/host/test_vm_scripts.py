@@ -113,12 +113,14 @@ def test_vagrantfile_forwards_jupyter_to_localhost_only():
 
 # Stands in for qemu-system-x86_64: counts its boots, and on the boot numbered in $FAKE_BOOTS_OK
 # and later plays a guest that ran its command (writes started and rc into the ctl share);
-# any other boot hangs, as a guest whose boot never reaches the command.
+# any other boot hangs, as a guest whose boot never reaches the command.  It keeps the
+# environment run.sh gave the guest's command (env-N).
 FAKE_QEMU = r'''#!/bin/bash
 n=$(( $(cat "$FAKE_DIR/boots" 2>/dev/null || echo 0) + 1 ))
 echo $n > "$FAKE_DIR/boots"
 echo $$ > "$FAKE_DIR/pid-$n"
 ctl=$(printf '%s\n' "$@" | sed -n 's/^local,path=\(.*\),mount_tag=ctl,.*/\1/p')
+cp "$ctl/env" "$FAKE_DIR/env-$n"
 if [ "$n" -ge "${FAKE_BOOTS_OK:-99}" ]; then
   date +%s > "$ctl/started"; echo 0 > "$ctl/rc"; exit 0
 fi
@@ -159,6 +161,18 @@ def test_run_boots_a_hung_guest_again(fake_guest):
     assert "did not reach the command in 2 s (its boot hung): booting it again" in r.stderr
     assert (fake / "boots").read_text().strip() == "2"
     assert not alive(int((fake / "pid-1").read_text()))          # the hung guest was stopped
+
+
+def test_run_tells_the_command_its_accelerator(fake_guest):
+    # the in-VM tests tell an emulator's artefact by it (tests/vm/test_kmod.py); --env cannot
+    # override the accelerator the guest really runs under
+    env, fake = fake_guest
+    r = run(["vm/run.sh", "--env", "CCLAB_VM_ACCEL=kvm", "--env", "X=a b", "--", "true"],
+            env={**env, "FAKE_BOOTS_OK": "1"})
+    assert r.returncode == 0, r.stderr
+    lines = (fake / "env-1").read_text().splitlines()
+    assert lines[-1] == "export CCLAB_VM_ACCEL=tcg", lines
+    assert "export X=a\\ b" in lines, lines
 
 
 def test_run_gives_up_after_two_hung_boots(fake_guest):

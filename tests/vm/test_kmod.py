@@ -19,7 +19,8 @@ vm/run.sh --kernel 6.12): every test asks the running kernel (uname -r), none as
    stall_bins=0 (the paper) at least one of 2 runs leaves slow start by SEARCH below the BDP,
    with stall_bins=3 every run leaves it by SEARCH at or above the BDP.
 5. Stress: 5 s RTT, 50 % loss, 20 parallel flows, rmmod refused while a flow uses a module,
-   rmmod of idle modules; afterwards dmesg has gained no WARN, BUG, oops or UBSAN line.
+   rmmod of idle modules; afterwards dmesg has gained no WARN, BUG, oops or UBSAN line. One
+   emulator artefact is reported apart and does not fail: see emulator_artefact().
 """
 import glob
 import os
@@ -28,6 +29,7 @@ import shutil
 import subprocess
 import threading
 import time
+from warnings import warn
 
 import pytest
 
@@ -40,6 +42,64 @@ MODULES = {"tcp_spline": "spline", "tcp_search": "search"}
 TRACEFS = "/sys/kernel/tracing"
 AVAILABLE = "/proc/sys/net/ipv4/tcp_available_congestion_control"
 BAD_DMESG = re.compile(r"WARNING:|\bBUG\b|Oops|UBSAN|general protection|Call Trace|refcount_t")
+# A finding's trace: its line and those after it, up to the kernel's end-of-trace line (a 6.12
+# warning taken in an exception prints two stacks, the exception's and the task's: 50-60 lines).
+TRACE_LINES = 80
+END_OF_TRACE = "---[ end trace"
+
+
+def _module_functions():
+    """The functions our modules define (kmod/tcp_*.c and the cores they include)."""
+    names = set()
+    for f in glob.glob(os.path.join(KMOD_SRC, "tcp_*.c")) + glob.glob(os.path.join(KMOD_SRC, "*_core.h")):
+        with open(f) as fh:
+            names |= set(re.findall(r"^(?:static\b[^;=(]*?\b)?([a-z_]\w*)\([^;]*$", fh.read(), re.M))
+    return frozenset(names)
+
+
+OUR_NAMES = _module_functions() | set(MODULES)
+# 6.12's exc_debug_kernel() warns on a single-step #DB taken in the kernel (DR6.BS) when the
+# kernel set no trap flag; its own comment names QEMU leaking a #DB into the guest as a cause,
+# and QEMU 7.2's software emulation (TCG) of TF/RF single-stepping had several later fixes.
+# One 6.12 run in four under TCG, with no kprobes, ptrace or debugger in the kit, met it.
+DB_ARTEFACT = re.compile(r"\bWARNING: CPU: \d+ PID: \d+ at arch/x86/kernel/traps\.c:1120 "
+                         r"exc_debug_kernel\+0x[0-9a-f]+/0x[0-9a-f]+$")
+
+
+def trace_of(lines):
+    """A finding's lines (the finding first) up to and with the kernel's end-of-trace line."""
+    for n, line in enumerate(lines[:TRACE_LINES]):
+        if n and END_OF_TRACE in line:
+            return lines[:n + 1]
+    return lines[:TRACE_LINES]
+
+
+def emulator_artefact(finding_lines, release, accel):
+    """Why the dmesg finding `finding_lines` (its line, then the lines after it) is QEMU's and
+    not the kernel's or our modules', or None: only 6.12's warning on a stray single-step #DB
+    (DB_ARTEFACT, exactly), on a 6.12 kernel, in a guest under TCG (`accel`, vm/run.sh's
+    CCLAB_VM_ACCEL), with its whole trace in view, no other report inside it, and no line of
+    it naming our modules or their functions (but the list of loaded modules, which always
+    names them: a frame in a module says [tcp_spline] or [tcp_search])."""
+    if accel != "tcg" or not release.startswith("6.12.") or not finding_lines:
+        return None
+    if not DB_ARTEFACT.search(finding_lines[0].rstrip()):
+        return None
+    trace = trace_of(finding_lines)
+    if END_OF_TRACE not in trace[-1] or len(trace) < 2:
+        return None
+    for line in trace[1:]:
+        if BAD_DMESG.search(line) and not line.rstrip().endswith("Call Trace:"):
+            return None
+    for line in trace:
+        if "Modules linked in:" in line:
+            continue
+        ours = OUR_NAMES.intersection(re.findall(r"[A-Za-z_]\w*", line))
+        if ours:
+            return None
+    return (f"a single-step #DB the kernel did not ask for (traps.c:1120, exc_debug_kernel) on "
+            f"{release} under QEMU's software emulation (TCG), no line of its trace in "
+            f"{', '.join(sorted(MODULES))}: QEMU's TF/RF single-step emulation, not our modules")
 
 # GEO link: 50 Mbit/s, 300 ms each way.  One BDP is 3.75 MB = 2590 segments.  SEARCH judges
 # delivery over 3.5 initial RTTs, so with an unpaced slow start it fires once the queue holds
@@ -675,7 +735,20 @@ def test_stress_20_flows(mods, path, cca):
 
 def test_dmesg_clean_after_matrix(dmesg_start):
     new = dmesg_lines()[dmesg_start:]
-    bad = [i for i, line in enumerate(new) if BAD_DMESG.search(line)]
+    release, accel = os.uname().release, os.environ.get("CCLAB_VM_ACCEL", "")
+    bad, seen = [], set()
+    for i, line in enumerate(new):
+        if i in seen or not BAD_DMESG.search(line):
+            continue
+        why = emulator_artefact(new[i:i + TRACE_LINES], release, accel)
+        if why is None:
+            bad.append(i)
+            continue
+        trace = trace_of(new[i:i + TRACE_LINES])
+        seen.update(range(i, i + len(trace)))       # its Call Trace: line is no finding of its own
+        # a warning: pytest shows it in its summary of a run that passed, where a print is not
+        warn("\n" + "!" * 100 + f"\n[kmod] emulator artefact, not failed: {why}\n" +
+             "\n".join(trace) + "\n" + "!" * 100)
     # each of the first findings with the lines after it: the modules linked in, the process
     # (Comm:) and its call trace, to tell our modules' lines from the kernel's or the emulator's
-    assert not bad, "\n".join("\n".join(new[i:i + 30]) for i in bad[:3])
+    assert not bad, "\n".join("\n".join(trace_of(new[i:i + TRACE_LINES])) for i in bad[:3])
