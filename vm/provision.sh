@@ -236,11 +236,17 @@ fi
 chmod 0640 "$token_file"
 chgrp "$LAB_USER" "$token_file"
 # Every cell of a notebook stays rendered (no windowing): long lab notebooks scroll and print
-# whole, and a cell's output does not vanish while another runs far below it.  The VM has no
+# whole, and a cell's output does not vanish while another runs far below it.  Each cell's run is
+# timed (recordTiming): JupyterLab writes the kernel's timestamps of it into the cell's
+# metadata.execution (iopub.status.busy, iopub.execute_input, shell.execute_reply, ...), which is
+# saved with the notebook, so students and instructors see in the notebook's metadata when each
+# cell ran and how long it took, and bench/lab_overhead.py --kept tells the time a lab's cells
+# took outside its experiment runs (the grader ignores cell metadata; nbclient, which runs
+# grading/run_master.py's and otter's notebooks, records the same timestamps).  The VM has no
 # internet: JupyterLab does not offer to fetch news or look for updates.
 install -d "$VENV/share/jupyter/lab/settings"
 cat > "$VENV/share/jupyter/lab/settings/overrides.json" <<'EOF'
-{"@jupyterlab/notebook-extension:tracker": {"windowingMode": "none"},
+{"@jupyterlab/notebook-extension:tracker": {"windowingMode": "none", "recordTiming": true},
  "@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": false}}
 EOF
 # The student's notebooks live in the lab user's home (~/notebooks, on the VM's own disk): the
