@@ -24,12 +24,29 @@ notebook are kept): runs from each lab's record, notebook from the time Run All 
 the browser (<kept>/quick/times.json; the kernel's start-up is not in it), else from the
 notebook's own cell timings (first cell's start to last cell's reply), as grading/run_master.py
 records them.
+
+When the kept notebooks carry cell timings (each code cell's metadata.execution, written by
+JupyterLab with its recordTiming setting, which vm/provision.sh turns on, and by nbclient), a
+breakdown of where each lab's notebook time went follows the table:
+- timed: how many of the notebook's code cells carry a timing (a notebook saved before its last
+  cells ran has none for those);
+- cells: the sum of the timed cells' times, each from its iopub.execute_input to its
+  shell.execute_reply;
+- gaps: the time between cells, each cell's start less the previous one's reply (the
+  browser and kernel idle between cells), summed;
+- experiments: the time of the cells that ran the lab's experiments (labkit.run_lab, or
+  kmodlab's run as the notebook imports it), against the lab's `runs` seconds: the rest of
+  those cells is their own loading and checking;
+- other cells: the rest of the cells' time (imports, analysis, plots, checks), and the 5
+  slowest of them with their seconds, their index in the notebook and first line.
+These too are figures only.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -109,6 +126,114 @@ def kept_notebook(kept: Path, lab: str) -> tuple[float, float]:
             runs, networks(base / lab))
 
 
+# A cell runs a lab's experiments when it calls labkit.run_lab (the notebook's labkit.run_lab,
+# or run_lab imported from labkit) or kmodlab's run (labs 3 and 4: `import kmodlab as KM`,
+# then KM.run(LAB, MODE)).
+RUN_LAB = re.compile(r"(?<![\w.])(?:labkit\.)?run_lab\s*\(")
+KMOD_IMPORT = re.compile(r"^\s*(?:from\s+[\w.]+\s+)?import\s+(?:[\w.]+\s*(?:as\s+\w+)?\s*,\s*)*"
+                         r"kmodlab(?:\s+as\s+(\w+))?", re.M)
+SLOWEST = 5
+
+
+def _source(cell: dict) -> str:
+    src = cell.get("source", "")
+    return "".join(src) if isinstance(src, list) else src
+
+
+def _code_lines(src: str) -> str:
+    """The cell's source without its comment lines (a commented-out call runs nothing)."""
+    return "\n".join(line for line in src.splitlines() if not line.lstrip().startswith("#"))
+
+
+def experiment_cell(src: str, kmod_names=("kmodlab",)) -> bool:
+    """Whether a code cell's source runs the lab's experiments."""
+    code = _code_lines(src)
+    if RUN_LAB.search(code):
+        return True
+    return any(re.search(rf"(?<![\w.]){re.escape(name)}\.run\s*\(", code) for name in kmod_names)
+
+
+def _timing(cell: dict) -> tuple[float, float] | None:
+    """(start, reply) of a code cell's last run, in seconds since the epoch; None untimed (or
+    a reply older than the start: a cell saved while it ran, with an earlier run's reply)."""
+    t = (cell.get("metadata") or {}).get("execution") or {}
+    start = t.get("iopub.execute_input") or t.get("shell.execute_reply.started") \
+        or t.get("iopub.status.busy")
+    reply = t.get("shell.execute_reply")
+    if not start or not reply:
+        return None
+    try:
+        start, reply = _stamp(start), _stamp(reply)
+    except ValueError:
+        return None
+    return (start, reply) if reply >= start else None
+
+
+def _first_line(src: str) -> str:
+    return next((line.strip() for line in src.splitlines() if line.strip()), "")
+
+
+def cell_breakdown(nb: dict, runs: float) -> dict | None:
+    """Where a notebook's time went, from its cells' timings (see the module's docstring); None
+    when no code cell carries a timing.  Seconds throughout; `slowest` holds (seconds, cell
+    index in the notebook, first line) of the slowest cells that ran no experiment."""
+    cells = nb.get("cells") or []
+    code = [(i, c) for i, c in enumerate(cells) if c.get("cell_type") == "code"]
+    kmod = {"kmodlab"} | {m.group(1) for _, c in code for m in KMOD_IMPORT.finditer(_source(c))
+                          if m.group(1)}
+    timed = []
+    for i, c in code:
+        t = _timing(c)
+        if t is not None:
+            timed.append((t[0], t[1], i, _source(c)))
+    if not timed:
+        return None
+    timed.sort()
+    gaps = sum(max(0.0, start - prev[1]) for prev, (start, *_) in zip(timed, timed[1:]))
+    exp = [(reply - start) for start, reply, _, src in timed if experiment_cell(src, kmod)]
+    others = [(reply - start, i, src) for start, reply, i, src in timed
+              if not experiment_cell(src, kmod)]
+    total = sum(reply - start for start, reply, *_ in timed)
+    return {
+        "code": len(code), "timed": len(timed),
+        "cells": total, "gaps": gaps, "span": timed[-1][1] - timed[0][0],
+        "experiment_cells": len(exp), "experiments": sum(exp), "runs": runs,
+        "others": sum(s for s, _, _ in others),
+        "slowest": [(s, i, _first_line(src)) for s, i, src in
+                    sorted(others, key=lambda x: -x[0])[:SLOWEST]],
+    }
+
+
+def print_breakdowns(kept: Path, labs) -> None:
+    """The cell-timing breakdown of each (lab, runs seconds) whose kept notebook has timings;
+    nothing but a note when none has."""
+    found = {}
+    for lab, runs in labs:
+        path = kept / "quick" / f"{lab}.ipynb"
+        b = cell_breakdown(json.loads(path.read_text()), runs) if path.is_file() else None
+        found[lab] = b
+    if not any(found.values()):
+        print("\nno cell timings in the kept notebooks (JupyterLab's recordTiming, "
+              "vm/provision.sh, writes them)")
+        return
+    print("\ncell timings of the kept notebooks (seconds):")
+    for lab, b in found.items():
+        if b is None:
+            print(f"{lab}: no cell timings")
+            continue
+        print(f"{lab}: {b['timed']} of {b['code']} code cells timed; cells {b['cells']:.1f}, "
+              f"gaps {b['gaps']:.1f} (first start to last reply {b['span']:.1f})")
+        if b["experiment_cells"]:
+            print(f"  experiments {b['experiments']:.1f} in {b['experiment_cells']} cell(s), "
+                  f"runs {b['runs']:.1f}: {b['experiments'] - b['runs']:.1f} of those cells "
+                  f"outside the runs")
+        else:
+            print(f"  experiments: no timed cell ran them (runs {b['runs']:.1f})")
+        print(f"  other cells {b['others']:.1f}; the slowest:")
+        for sec, i, line in b["slowest"]:
+            print(f"  {sec:8.1f}  cell {i:<3} {line[:70]}")
+
+
 def main(argv=None) -> int:
     labs = list(argv if argv is not None else sys.argv[1:])
     kept = None
@@ -138,6 +263,8 @@ def main(argv=None) -> int:
     n, r, f = (sum(x[i] for x in rows) for i in (1, 2, 3))
     print(f"{'all':5} {n:10.0f} {r:8.0f} {f:8.0f} {r / f:10.2f} {n / f:14.2f}"
           + ("" if r / f <= TARGET_SUITE else f"  (target {TARGET_SUITE})"))
+    if kept:
+        print_breakdowns(kept, [(lab, runs) for lab, _, runs, _ in rows])
     return 0
 
 
