@@ -406,14 +406,17 @@ def run_all_cells(guest, browser, path: str, shots: Path) -> tuple[dict, float, 
     return guest.api(f"/api/contents/{path}?content=1")["content"], took, shown
 
 
-def keep_run(lab: str, zpath: Path, seconds: float) -> None:
+def keep_run(lab: str, zpath: Path, seconds: float, saved: dict) -> None:
     """The exported run kept as grading/run_master.py --keep keeps a run (RUNS/quick/<lab>/ and
     RUNS/quick/<lab>.ipynb, an earlier one replaced only once complete); the notebook's time in
-    the browser goes to RUNS/quick/times.json."""
+    the browser goes to RUNS/quick/times.json.  The notebook kept is `saved`, the one the server
+    held after Run All and a save: the zip's copy is JupyterLab's last autosave before the export
+    cell ran, without the timings (recordTiming) and outputs of the cells after it."""
     from grading import run_master
     with tempfile.TemporaryDirectory() as work:        # the zip holds <lab>.ipynb, submission/
         with zipfile.ZipFile(zpath) as z:
             z.extractall(work)
+        (Path(work) / f"{lab}.ipynb").write_text(json.dumps(saved, indent=1) + "\n")
         run_master.keep(lab, Path(work), "quick", RUNS)
     times = RUNS / "quick" / "times.json"
     known = json.loads(times.read_text()) if times.is_file() else {}
@@ -549,7 +552,7 @@ def test_a_lab_in_the_browser_as_the_lab_user(lab, guest, browser, dist, release
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=release, capture_output=True,
                           text=True).stdout.strip()
     assert kits <= {head}, (kits, head)
-    keep_run(lab, z, took)
+    keep_run(lab, z, took, nb)
     DONE[lab] = z
 
 
