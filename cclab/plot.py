@@ -19,21 +19,27 @@ def caption(manifest: dict) -> str:
             f"{manifest.get('start')} | {manifest.get('status')}")
 
 
-def plot(run_dir, out: Path | None = None, window=None) -> Path:
-    """Write the run's time-series figure (cclab.analysis.plots.timeseries: goodput per flow
-    averaged over bins of `window` s with the link rate drawn, cwnd, RTT with the ping samples;
-    titled with the profile and its link, the provenance in the footer) to `out`, by default
-    RUN_DIR/timeseries.png."""
+def figure(run, window=None):
+    """The run's time-series figure as `plot` saves it (cclab.analysis.plots.timeseries: goodput
+    per flow averaged over bins of `window` s with the link rate drawn, cwnd, RTT with the ping
+    samples; titled with the profile and its link, the provenance in the footer).  `run`: a run
+    folder or a cclab.analysis RunData.  Its goodput panel's series: plots.goodput_panel."""
     import matplotlib
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
     from .analysis import data, metrics, plots
 
+    run = run if isinstance(run, data.RunData) else data.RunData(Path(run))
+    return plots.timeseries(run, window=metrics.THROUGHPUT_WINDOW if window is None else window,
+                            ping=True)
+
+
+def plot(run_dir, out: Path | None = None, window=None) -> Path:
+    """Write the run's time-series figure (`figure`) to `out`, by default RUN_DIR/timeseries.png."""
+    import matplotlib.pyplot as plt
+
     run_dir = Path(run_dir)
-    run = data.RunData(run_dir)
-    fig = plots.timeseries(run, window=metrics.THROUGHPUT_WINDOW if window is None else window,
-                           ping=True)
+    fig = figure(run_dir, window)
     out = Path(out) if out else run_dir / "timeseries.png"
     tmp = out.with_name(f".{out.name}.tmp.png")
     fig.savefig(tmp, dpi=120)

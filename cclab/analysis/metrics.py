@@ -175,12 +175,13 @@ def window_seconds(run: RunData, window=THROUGHPUT_WINDOW) -> float:
 def throughput_binned(run: RunData, window=THROUGHPUT_WINDOW, min_cover: float = 0.5) -> pd.DataFrame:
     """Goodput per flow averaged over fixed bins of `window` s (or "rtt", one base RTT but no
     less than the time between samples; see window_seconds):
-    columns flow, t_start, t_end, t (bin centre), bytes, bps, source.
+    columns flow, t_start, t_end, t (bin centre), bytes, bps, cover, source.
 
     Bins are aligned on multiples of the window from the run start, the same for every flow,
     so flows can be compared and summed bin by bin.  The bytes of a bin are read off the
-    flow's cumulative counter (linear between samples); a bin the flow only partly covers is
-    averaged over the covered part, and left out if that is under `min_cover` of the window."""
+    flow's cumulative counter (linear between samples); a bin the flow only partly covers (its
+    first and last) is averaged over the covered part, `cover` s, and left out if that is under
+    `min_cover` of the window."""
     w = window_seconds(run, window)
     counters, source = _counters(run)
     rows = []
@@ -196,12 +197,16 @@ def throughput_binned(run: RunData, window=THROUGHPUT_WINDOW, min_cover: float =
         keep = cover >= min_cover * w
         got = np.interp(z, t, b) - np.interp(a, t, b)
         rows.append(pd.DataFrame({"flow": f, "t_start": lo[keep], "t_end": hi[keep],
-                                  "bytes": got[keep], "bps": got[keep] * 8 / cover[keep]}))
-    cols = ["flow", "t_start", "t_end", "t", "bytes", "bps", "source"]
+                                  "bytes": got[keep], "bps": got[keep] * 8 / cover[keep],
+                                  "cover": cover[keep]}))
+    cols = ["flow", "t_start", "t_end", "t", "bytes", "bps", "cover", "source"]
     if not rows:
         return pd.DataFrame(columns=cols)
     d = pd.concat(rows, ignore_index=True)
-    d = d.groupby(["flow", "t_start", "t_end"], as_index=False)[["bytes", "bps"]].sum()
+    # a flow's connections (ss counters) each add their goodput; the bin is covered as far as
+    # any of them covers it
+    d = d.groupby(["flow", "t_start", "t_end"], as_index=False).agg(
+        bytes=("bytes", "sum"), bps=("bps", "sum"), cover=("cover", "max"))
     d["t"] = (d["t_start"] + d["t_end"]) / 2
     d["source"] = source
     return d[cols]

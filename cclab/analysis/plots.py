@@ -7,6 +7,7 @@ algorithms) and marks untrustworthy runs: a red frame, a red banner with the rea
 their series drawn dashed with a "(untrustworthy)" label.  Runs never checked say so in grey.
 
     timeseries(runs)               binned goodput, cwnd and RTT per flow, link rate drawn
+    goodput_panel(run)             the goodput panel's series as timeseries draws them
     throughput_delay(runs)         Pantheon-style: goodput against p95 RTT, spread over repetitions
     time_sequence(capture, runs)   Stevens graph from a tshark table (cclab.analysis.tshark)
     cdf(runs, "rtt")               CDFs of RTT, queueing delay, throughput, per algorithm
@@ -189,6 +190,59 @@ def _steps_to(ax, steps: pd.DataFrame, t0: float, t1: float, **kw):
     ax.step(np.r_[t, t1], np.r_[v, v[-1]], where="post", **kw)
 
 
+def _on_grid(bins: pd.DataFrame, w: float) -> pd.DataFrame:
+    """Bins (indexed by t_start) on one regular grid of width w from the first to the last:
+    a bin that is not there is a row of NaN, drawn as a gap."""
+    grid = np.round(np.arange(bins.index.min(), bins.index.max() + w / 2, w), 9)
+    out = bins.reindex(grid, method="nearest", tolerance=w / 4)
+    out.index.name = "t_start"
+    out = out.reset_index()
+    out.insert(1, "t_end", out["t_start"] + w)
+    return out
+
+
+def goodput_panel(run: RunData, window=metrics.THROUGHPUT_WINDOW, flows=None) -> dict:
+    """The goodput panel of `timeseries` for one run, as drawn (timeseries draws from this):
+
+      window     the width of the bins in s (metrics.window_seconds of `window`)
+      ylabel     the panel's axis label, which names that width
+      flows      {flow: frame t_start, t_end, bps, cover}: the flow's goodput per bin
+                 (metrics.throughput_binned) on one grid from its first bin to its last; a bin
+                 left out is a row of NaN (a gap in the line).  `cover`: the seconds of the bin
+                 the flow's samples cover, less than the window for a partly covered first or
+                 last bin, whose goodput is the average over that part alone
+      total      frame t_start, t_end, bps, n: all flows' goodput summed per bin (n flows),
+                 drawn as "all flows" when at least two flows share a bin; else None
+      link_rate  {label: frame t, rate_bps}: each line of configured rate drawn, one per data
+                 direction (metrics.link_rate_steps: the profile's rate from -inf, then each
+                 change); empty when the run's rate is unknown
+    """
+    w = metrics.window_seconds(run, window)
+    b = metrics.throughput_binned(run, w)
+    if flows is not None:
+        b = b[b["flow"].isin(flows)]
+    series = {f: _on_grid(g.set_index("t_start")[["bps", "cover"]], w)
+              for f, g in b.groupby("flow")}
+    total = None
+    if len(b) and b.groupby("t_start")["flow"].nunique().max() > 1:
+        tot = b.groupby("t_start").agg(bps=("bps", "sum"), n=("flow", "nunique"))
+        total = _on_grid(tot, w)
+    link = {}
+    directions = run.data_directions()
+    for d in directions:
+        steps = metrics.link_rate_steps(run, d)
+        if steps["rate_bps"].notna().all():
+            link["link rate" + (f" ({d})" if len(directions) > 1 else "")] = steps
+    return {"window": w, "ylabel": f"goodput (Mbit/s)\nper {window_text(w)} bin",
+            "flows": series, "total": total, "link_rate": link}
+
+
+def _stairs(ax, bins: pd.DataFrame, **kw):
+    ax.stairs(bins["bps"].to_numpy() / 1e6, np.r_[bins["t_start"].to_numpy(),
+                                                  bins["t_end"].to_numpy()[-1]],
+              baseline=None, **kw)
+
+
 def timeseries(runs, what=("throughput", "cwnd", "rtt"), flows=None, path=None, width=10,
                window=metrics.THROUGHPUT_WINDOW, ping=None, title=None):
     """Goodput (Mbit/s, averaged over bins of `window` s, or "rtt" for one base RTT), cwnd
@@ -205,30 +259,33 @@ def timeseries(runs, what=("throughput", "cwnd", "rtt"), flows=None, path=None, 
     ax_of = dict(zip(what, axes))
     multi = len(runs) > 1
     ping = (len(runs) == 1) if ping is None else ping
-    w = metrics.window_seconds(runs[0], window) if runs else metrics.THROUGHPUT_WINDOW
     t_lo, t_hi = math.inf, -math.inf
     labelled = set()
+    panels = []
     for run in runs:
         cca_of = _flow_cca(run)
-        wr = metrics.window_seconds(run, window)
         data = {"cwnd": metrics.cwnd_series(run) if "cwnd" in what else None,
-                "rtt": metrics.rtt_samples(run) if "rtt" in what else None,
-                "throughput": metrics.throughput_binned(run, wr) if "throughput" in what else None}
+                "rtt": metrics.rtt_samples(run) if "rtt" in what else None}
+        if "throughput" in what:
+            panels.append(goodput_panel(run, window, flows))
+            data["throughput"] = panels[-1]["flows"]
         for k, wh in enumerate(what):
             ax, df = axes[k], data[wh]
-            if flows is not None:
-                df = df[df["flow"].isin(flows)]
-            if len(df):
-                t_lo, t_hi = min(t_lo, float(df["t" if wh != "throughput" else "t_start"].min())), \
-                    max(t_hi, float(df["t" if wh != "throughput" else "t_end"].max()))
-            if wh == "throughput" and not multi and len(df) and df.groupby("t_start")["flow"].nunique().max() > 1:
-                # flows that share the link: their sum against the link rate
-                tot = df.groupby("t_start")["bps"].sum()
-                grid = np.round(np.arange(tot.index.min(), tot.index.max() + wr / 2, wr), 9)
-                tot = tot.reindex(grid, method="nearest", tolerance=wr / 4)
-                ax.stairs(tot.to_numpy() / 1e6, np.r_[grid, grid[-1] + wr], baseline=None,
-                          color="#999999", lw=0.9, label="all flows")
-            for f, g in df.groupby("flow"):
+            if wh == "throughput":
+                for g in df.values():
+                    t_lo = min(t_lo, float(g["t_start"].iloc[0]))
+                    t_hi = max(t_hi, float(g["t_end"].iloc[-1]))
+                if not multi and panels[-1]["total"] is not None:
+                    # flows that share the link: their sum against the link rate
+                    _stairs(ax, panels[-1]["total"], color="#999999", lw=0.9, label="all flows")
+                groups = df.items()
+            else:
+                if flows is not None:
+                    df = df[df["flow"].isin(flows)]
+                if len(df):
+                    t_lo, t_hi = min(t_lo, float(df["t"].min())), max(t_hi, float(df["t"].max()))
+                groups = df.groupby("flow")
+            for f, g in groups:
                 cca = cca_of.get(f, "?")
                 label = f"{cca} flow {f}" + (f" [{run.name}]" if multi else "") + _tag(run)
                 # each flow is named once, in the first panel that draws it
@@ -236,19 +293,17 @@ def timeseries(runs, what=("throughput", "cwnd", "rtt"), flows=None, path=None, 
                 labelled.add((run.label, f))
                 kw = dict(color=color(cca), lw=0.9, **_style(run))
                 if wh == "throughput":
-                    g = g.set_index("t_start")["bps"]
-                    grid = np.round(np.arange(g.index.min(), g.index.max() + wr / 2, wr), 9)
-                    g = g.reindex(grid, method="nearest", tolerance=wr / 4)
-                    ax.stairs(g.to_numpy() / 1e6, np.r_[grid, grid[-1] + wr], baseline=None,
-                              label=lab, lw=1.4, **{k2: v for k2, v in kw.items() if k2 != "lw"})
+                    _stairs(ax, g, label=lab, **dict(kw, lw=1.4))
                 else:
                     col = "cwnd" if wh == "cwnd" else "rtt_ms"
                     for i, (_, gp) in enumerate(g.groupby("port", dropna=False)):
                         ax.plot(gp["t"], gp[col], label=lab if i == 0 else None, **kw)
     if not math.isfinite(t_lo):
         t_lo, t_hi = 0.0, 1.0
+    w = metrics.window_seconds(runs[0], window) if runs else metrics.THROUGHPUT_WINDOW
     units = {"cwnd": "cwnd (packets)", "rtt": "RTT (ms)",
-             "throughput": f"goodput (Mbit/s)\nper {window_text(w)} bin"}
+             "throughput": panels[0]["ylabel"] if panels
+             else f"goodput (Mbit/s)\nper {window_text(w)} bin"}
     for ax, wh in zip(axes, what):
         ax.set_ylabel(units[wh])
         ax.grid(alpha=0.3)
@@ -256,13 +311,9 @@ def timeseries(runs, what=("throughput", "cwnd", "rtt"), flows=None, path=None, 
             _empty(ax)
     if runs and "throughput" in ax_of:
         ax = ax_of["throughput"]
-        directions = runs[0].data_directions()
-        for d in directions:
-            steps = metrics.link_rate_steps(runs[0], d)
+        for label, steps in panels[0]["link_rate"].items():
             steps = steps.assign(rate=steps["rate_bps"] / 1e6)[["t", "rate"]]
-            if steps["rate"].notna().all():
-                _steps_to(ax, steps, t_lo, t_hi, color="k", lw=0.9, ls=":",
-                          label="link rate" + (f" ({d})" if len(directions) > 1 else ""))
+            _steps_to(ax, steps, t_lo, t_hi, color="k", lw=0.9, ls=":", label=label)
         ax.set_ylim(bottom=0)
     if runs and "cwnd" in ax_of:
         bdp = runs[0].bdp_bytes("down") / metrics.DEFAULT_MSS
