@@ -1,15 +1,18 @@
 """vm/experiment.sh on the host, with the real image: the README's example runs headless in the
-guest and its results and plot come back into the checkout; a bad file fails before any boot.
+guest and its results and plot come back into the checkout, and the plot reads as it should
+(tests/host/plot_checks.py); a bad file fails before any boot.
 
 Run by `make test` after the image is built (it boots the guest, so it is not in `make check`).
 """
 import json
 import shutil
 import subprocess
+import sys
 import uuid
 from pathlib import Path
 
 KIT = Path(__file__).resolve().parents[2]
+sys.path[:0] = [p for p in (str(KIT), str(KIT / "tests" / "host")) if p not in sys.path]
 
 
 def spec_file(body):
@@ -23,7 +26,10 @@ def spec_file(body):
 
 def test_experiment_runs_headless_and_its_results_come_back():
     """The README's first command, as written: its run and plot come back into the checkout's
-    results/cubic-vs-bbr/, beside any earlier runs (which stay)."""
+    results/cubic-vs-bbr/, beside any earlier runs (which stay).  The plot shows each flow's
+    goodput averaged over bins it names, under the link rate line it draws (a flow's bin at
+    most 1.05 x the rate, all flows' at most 1.10 x), and no RTT of 0 ms
+    (plot_checks.timeseries_problems, which prints each flow's highest bin and the rate)."""
     out = KIT / "results" / "cubic-vs-bbr"
     before = set(out.iterdir()) if out.is_dir() else set()
     r = subprocess.run(["vm/experiment.sh", "examples/cubic-vs-bbr.toml", "--quick"], cwd=KIT,
@@ -45,6 +51,12 @@ def test_experiment_runs_headless_and_its_results_come_back():
         assert len(iperf) > 3, iperf
         png = run_dir / "timeseries.png"
         assert png.stat().st_size > 10_000 and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        import plot_checks
+        from cclab.analysis import data
+        problems, summary = plot_checks.timeseries_problems(data.RunData(run_dir))
+        print(summary)
+        assert not problems, summary + "\n" + "\n".join(problems)
+        assert "cubic" in summary and "bbr" in summary and "all flows" in summary, summary
     finally:
         for d in made:
             shutil.rmtree(d, ignore_errors=True)
