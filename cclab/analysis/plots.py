@@ -6,8 +6,8 @@ Every figure carries its provenance in a footer (run, kernel, kit commit, link, 
 algorithms) and marks untrustworthy runs: a red frame, a red banner with the reasons, and
 their series drawn dashed with a "(untrustworthy)" label.  Runs never checked say so in grey.
 
-    timeseries(runs)               binned goodput, cwnd and RTT per flow, link rate drawn
-    goodput_panel(run)             the goodput panel's series as timeseries draws them
+    timeseries(runs)               binned delivery rate, cwnd and RTT per flow, link rate drawn
+    goodput_panel(run)             the rate panel's series (data through the link) as drawn
     throughput_delay(runs)         Pantheon-style: goodput against p95 RTT, spread over repetitions
     time_sequence(capture, runs)   Stevens graph from a tshark table (cclab.analysis.tshark)
     cdf(runs, "rtt")               CDFs of RTT, queueing delay, throughput, per algorithm
@@ -201,24 +201,41 @@ def _on_grid(bins: pd.DataFrame, w: float) -> pd.DataFrame:
     return out
 
 
-def goodput_panel(run: RunData, window=metrics.THROUGHPUT_WINDOW, flows=None) -> dict:
+# What the goodput panel draws, by metrics.throughput_binned's source, and the footer line
+# that says what "delivered" is.
+_SERIES = {"ss delivered": "delivered"}
+DELIVERED_NOTE = ("delivered: each flow's TCP data through the link (ss delivered x MSS: the "
+                  "segments that arrived, each once, SACKed ones included); the application's "
+                  "goodput (iperf3's receiver) is in flows.csv and the run's metrics")
+
+
+def goodput_panel(run: RunData, window=metrics.THROUGHPUT_WINDOW, flows=None,
+                  counter: str = "delivered") -> dict:
     """The goodput panel of `timeseries` for one run, as drawn (timeseries draws from this):
 
+      counter    what is binned: "delivered", each flow's data through the link (ss's delivered
+                 counter, metrics.COUNTERS) where ss sampled every flow, else "goodput", what the
+                 receiving application read.  After a loss the application reads at once what
+                 the receiver held behind the hole, so its bins can exceed the link rate where
+                 the link delivered no faster
+      source     the counter's source (metrics.throughput_binned's `source`)
       window     the width of the bins in s (metrics.window_seconds of `window`)
-      ylabel     the panel's axis label, which names that width
-      flows      {flow: frame t_start, t_end, bps, cover}: the flow's goodput per bin
+      ylabel     the panel's axis label, which names the counter and the width
+      flows      {flow: frame t_start, t_end, bps, cover}: the flow's rate per bin
                  (metrics.throughput_binned) on one grid from its first bin to its last; a bin
                  left out is a row of NaN (a gap in the line).  `cover`: the seconds of the bin
                  the flow's samples cover, less than the window for a partly covered first or
-                 last bin, whose goodput is the average over that part alone
-      total      frame t_start, t_end, bps, n: all flows' goodput summed per bin (n flows),
+                 last bin, whose rate is the average over that part alone
+      total      frame t_start, t_end, bps, n: all flows' rates summed per bin (n flows),
                  drawn as "all flows" when at least two flows share a bin; else None
       link_rate  {label: frame t, rate_bps}: each line of configured rate drawn, one per data
                  direction (metrics.link_rate_steps: the profile's rate from -inf, then each
                  change); empty when the run's rate is unknown
     """
-    w = metrics.window_seconds(run, window)
-    b = metrics.throughput_binned(run, w)
+    w = metrics.window_seconds(run, window, counter)
+    b = metrics.throughput_binned(run, w, counter=counter)
+    source = str(b["source"].iloc[0]) if len(b) else ""
+    name = _SERIES.get(source, "goodput")
     if flows is not None:
         b = b[b["flow"].isin(flows)]
     series = {f: _on_grid(g.set_index("t_start")[["bps", "cover"]], w)
@@ -233,7 +250,8 @@ def goodput_panel(run: RunData, window=metrics.THROUGHPUT_WINDOW, flows=None) ->
         steps = metrics.link_rate_steps(run, d)
         if steps["rate_bps"].notna().all():
             link["link rate" + (f" ({d})" if len(directions) > 1 else "")] = steps
-    return {"window": w, "ylabel": f"goodput (Mbit/s)\nper {window_text(w)} bin",
+    return {"counter": name, "source": source, "window": w,
+            "ylabel": f"{name} (Mbit/s)\nper {window_text(w)} bin",
             "flows": series, "total": total, "link_rate": link}
 
 
@@ -245,12 +263,14 @@ def _stairs(ax, bins: pd.DataFrame, **kw):
 
 def timeseries(runs, what=("throughput", "cwnd", "rtt"), flows=None, path=None, width=10,
                window=metrics.THROUGHPUT_WINDOW, ping=None, title=None):
-    """Goodput (Mbit/s, averaged over bins of `window` s, or "rtt" for one base RTT), cwnd
-    (packets) and RTT (ms) against time, one line per flow, coloured by algorithm; several runs
-    overlay (e.g. one run per algorithm).  The configured link rate (following rate changes)
-    is drawn on the goodput panel, the BDP on the cwnd panel; with one run (or ping=True) the
-    ping samples on the RTT panel.  RTT samples before a socket's first RTT measurement are
-    left out (metrics.rtt_samples).  The title names the experiment, the profile and its link."""
+    """Data through the link (Mbit/s, averaged over bins of `window` s, or "rtt" for one base
+    RTT; goodput where ss did not sample every flow: goodput_panel), cwnd (packets) and RTT
+    (ms) against time, one line per flow, coloured by algorithm; several runs overlay (e.g. one
+    run per algorithm, all drawing the same counter).  The configured link rate (following
+    rate changes) is drawn on the rate panel, the BDP on the cwnd panel; with one run (or
+    ping=True) the ping samples on the RTT panel.  RTT samples before a socket's first RTT
+    measurement are left out (metrics.rtt_samples).  The title names the experiment, the
+    profile and its link."""
     runs = as_runs(runs)
     what = tuple(what)
     fig, axes = plt.subplots(len(what), 1, figsize=(width, 2.3 * len(what) + 1.2), sharex=True,
@@ -261,23 +281,25 @@ def timeseries(runs, what=("throughput", "cwnd", "rtt"), flows=None, path=None, 
     ping = (len(runs) == 1) if ping is None else ping
     t_lo, t_hi = math.inf, -math.inf
     labelled = set()
-    panels = []
-    for run in runs:
+    panels = [goodput_panel(run, window, flows) for run in runs] if "throughput" in what else []
+    if len({p["counter"] for p in panels}) > 1:
+        # runs overlaid in one panel draw one counter: goodput, which every run has
+        panels = [goodput_panel(run, window, flows, counter="goodput") for run in runs]
+    for i, run in enumerate(runs):
         cca_of = _flow_cca(run)
         data = {"cwnd": metrics.cwnd_series(run) if "cwnd" in what else None,
                 "rtt": metrics.rtt_samples(run) if "rtt" in what else None}
         if "throughput" in what:
-            panels.append(goodput_panel(run, window, flows))
-            data["throughput"] = panels[-1]["flows"]
+            data["throughput"] = panels[i]["flows"]
         for k, wh in enumerate(what):
             ax, df = axes[k], data[wh]
             if wh == "throughput":
                 for g in df.values():
                     t_lo = min(t_lo, float(g["t_start"].iloc[0]))
                     t_hi = max(t_hi, float(g["t_end"].iloc[-1]))
-                if not multi and panels[-1]["total"] is not None:
+                if not multi and panels[i]["total"] is not None:
                     # flows that share the link: their sum against the link rate
-                    _stairs(ax, panels[-1]["total"], color="#999999", lw=0.9, label="all flows")
+                    _stairs(ax, panels[i]["total"], color="#999999", lw=0.9, label="all flows")
                 groups = df.items()
             else:
                 if flows is not None:
@@ -347,7 +369,8 @@ def timeseries(runs, what=("throughput", "cwnd", "rtt"), flows=None, path=None, 
             axes[0].set_title(title, fontsize=9, loc="left")
         else:
             _title(axes[0], runs, "")
-    return finish(fig, runs, path)
+    delivered = bool(panels) and panels[0]["counter"] == "delivered"
+    return finish(fig, runs, path, extra=DELIVERED_NOTE if delivered else None)
 
 
 # ---------------------------------------------------------------- Pantheon-style

@@ -97,7 +97,7 @@ def figures(runs, out: Path, formats=("png",)) -> list[tuple[str, Path]]:
         figs.append((title, p))
 
     show = runs if len(runs) <= 6 else runs[:6]
-    add(f"Goodput ({plots.window_text(metrics.THROUGHPUT_WINDOW)} bins), cwnd and RTT per flow"
+    add(f"Delivered ({plots.window_text(metrics.THROUGHPUT_WINDOW)} bins), cwnd and RTT per flow"
         + ("" if show is runs else " (first 6 runs)"),
         "timeseries", plots.timeseries, show)
     add("Throughput against p95 RTT", "throughput_delay", plots.throughput_delay, runs)

@@ -164,11 +164,11 @@ def test_throughput_delay_draws_a_spread_ellipse_per_algorithm(runs):
 
 
 def test_timeseries_window_panels_and_flow_filter(runs):
-    """The stated window is on the goodput axis; the old panel order and a flow filter still work."""
+    """The stated window is on the rate axis; the old panel order and a flow filter still work."""
     fig = plots.timeseries(runs[:1], what=("cwnd", "rtt", "throughput"), flows=[1, 2], window="rtt")
     try:
-        assert [ax.get_ylabel().split(" ")[0] for ax in fig.axes] == ["cwnd", "RTT", "goodput"]
-        assert "per 100 ms bin" in fig.axes[2].get_ylabel()   # 20 ms RTT, but iperf3 reports every 0.1 s
+        assert [ax.get_ylabel().split(" ")[0] for ax in fig.axes] == ["cwnd", "RTT", "delivered"]
+        assert "per 50 ms bin" in fig.axes[2].get_ylabel()    # 20 ms RTT, but ss samples every 50 ms
         named = {a.get_label() or "" for ax in fig.axes for a in ax.patches + ax.lines}
         assert {"cubic flow 1", "bbr flow 2"} <= named and not any("flow 3" in n for n in named)
         per_flow = [p for p in fig.axes[2].patches if p.get_label() != "all flows"]
