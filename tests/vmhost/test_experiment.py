@@ -26,9 +26,10 @@ def spec_file(body):
 
 def test_experiment_runs_headless_and_its_results_come_back():
     """The README's first command, as written: its run and plot come back into the checkout's
-    results/cubic-vs-bbr/, beside any earlier runs (which stay).  The plot shows each flow's
-    goodput averaged over bins it names, under the link rate line it draws (a flow's bin at
-    most 1.05 x the rate, all flows' at most 1.10 x), and no RTT of 0 ms
+    results/cubic-vs-bbr/, beside any earlier runs (which stay).  The plot shows the data each
+    flow got through the link (ss's delivered counter: the example samples ss at 20 Hz)
+    averaged over bins it names, under the link rate line it draws (a flow's bin at most
+    1.05 x the rate, all flows' at most 1.10 x), and no RTT of 0 ms
     (plot_checks.timeseries_problems, which prints each flow's highest bin and the rate)."""
     out = KIT / "results" / "cubic-vs-bbr"
     before = set(out.iterdir()) if out.is_dir() else set()
@@ -57,6 +58,7 @@ def test_experiment_runs_headless_and_its_results_come_back():
         print(summary)
         assert not problems, summary + "\n" + "\n".join(problems)
         assert "cubic" in summary and "bbr" in summary and "all flows" in summary, summary
+        assert "delivered (ss delivered) per 500 ms bin" in summary, summary
     finally:
         for d in made:
             shutil.rmtree(d, ignore_errors=True)
