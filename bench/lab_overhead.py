@@ -190,9 +190,12 @@ def cell_breakdown(nb: dict, runs: float) -> dict | None:
         return None
     timed.sort()
     gaps = sum(max(0.0, start - prev[1]) for prev, (start, *_) in zip(timed, timed[1:]))
-    exp = [(reply - start) for start, reply, _, src in timed if experiment_cell(src, kmod)]
-    others = [(reply - start, i, src) for start, reply, i, src in timed
-              if not experiment_cell(src, kmod)]
+    exp, others = [], []
+    for start, reply, i, src in timed:              # each cell's source matched once
+        if experiment_cell(src, kmod):
+            exp.append(reply - start)
+        else:
+            others.append((reply - start, i, src))
     total = sum(reply - start for start, reply, *_ in timed)
     return {
         "code": len(code), "timed": len(timed),
