@@ -150,6 +150,9 @@ def as_caller(who: pwd.struct_passwd, work, what: str) -> int:
             code = 0
         except OSError as e:
             print(f"{PROG}: {what} as {who.pw_name}: {e.strerror or e}", file=sys.stderr, flush=True)
+        except BaseException as e:                   # never a silent exit status
+            why = f"{type(e).__name__}: {e}".splitlines()[0]
+            print(f"{PROG}: {what} as {who.pw_name}: {why}", file=sys.stderr, flush=True)
         finally:
             os._exit(code)
     _, status = os.waitpid(pid, 0)
@@ -210,6 +213,8 @@ def lab5_paths() -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    import faulthandler
+    faulthandler.enable()            # a crash of the interpreter itself still leaves its trace
     args = sys.argv[1:] if argv is None else argv
     if args == ["lab5-paths"]:
         if os.geteuid() != 0:
@@ -260,6 +265,8 @@ def main(argv: list[str] | None = None) -> int:
         return fail(f"{lab}: interrupted; nothing of this run was kept", 130)
     except Exception as e:                                # the run's own one-line reason
         return fail(f"{lab}: {type(e).__name__}: {e}".splitlines()[0], 1)
+    except SystemExit as e:                               # code that exits: still one line
+        return fail(f"{lab}: the run exited ({e.code!r}); nothing of it was kept", 1)
     finally:
         shutil.rmtree(staged, ignore_errors=True)
 

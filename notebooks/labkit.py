@@ -702,12 +702,14 @@ def _run_through_helper(lab: str, run_mode: str, root, ccas, progress, who=None)
         cmd += ["--student", who["id"], "--code", who["code"]]
     p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, text=True, bufsize=1)
-    last = ""
+    last, said = "", []                         # said: the command's own error lines
     try:
         for line in p.stdout:
             line = line.rstrip("\n")
             if line:
                 last = line
+                if line.startswith(PROG_PREFIX):
+                    said.append(line)
                 if progress:
                     progress(line)
         rc = p.wait()
@@ -726,8 +728,27 @@ def _run_through_helper(lab: str, run_mode: str, root, ccas, progress, who=None)
         if "a password is required" in last or "not allowed to execute" in last:
             raise RunFailed(f"{lab}: this user may not run experiments ({last}); the lab VM "
                             f"allows its lab user to run {HELPER} through sudo")
-        raise RunFailed(f"{lab}: the run failed: {last}")
+        raise RunFailed(f"{lab}: the run failed: {_helper_failure(rc, said, last)}")
     return lab_dir(lab, root)
+
+
+PROG_PREFIX = "cclab-lab-run: "              # the lab command's error lines begin with its name
+
+
+def _helper_failure(rc: int, said: list[str], last: str) -> str:
+    """Why the lab command failed, in one line: its own error line when it printed one, else how
+    it ended (a signal, or an exit status with no reason given) and the last line it printed."""
+    if said:
+        return said[-1][len(PROG_PREFIX):]
+    if rc < 0:
+        import signal
+        try:
+            how = f"was killed by {signal.Signals(-rc).name}"
+        except ValueError:
+            how = f"was killed by signal {-rc}"
+    else:
+        how = f"ended with exit status {rc} and gave no reason"
+    return f"the lab command {how}" + (f" (its last line: {last})" if last else "")
 
 
 # ---------------------------------------------------------------- loading

@@ -127,6 +127,13 @@ def test_unprivileged_runs_go_through_the_lab_command(tmp_path, monkeypatch):
     helper.write_text('#!/bin/sh\necho "cclab-lab-run: lab2: RunError: no such profile" >&2\nexit 1\n')
     with pytest.raises(labkit.RunFailed, match="no such profile"):
         labkit.run_staged("lab2", "quick", tmp_path / "sub", fake_runs("x"), None)
+    # A command that dies without a reason: how it ended and its last line, not the line alone.
+    helper.write_text('#!/bin/sh\necho "[run 1/1] lab1-wifi (seed 1): elapsed 0:00"\nkill -KILL $$\n')
+    with pytest.raises(labkit.RunFailed, match=r"killed by SIGKILL \(its last line: \[run 1/1\]"):
+        labkit.run_staged("lab1", "quick", tmp_path / "other", fake_runs("x"), None)
+    helper.write_text('#!/bin/sh\necho "[run 1/1] lab1-wifi"\nexit 3\n')
+    with pytest.raises(labkit.RunFailed, match=r"exit status 3 and gave no reason \(its last"):
+        labkit.run_staged("lab1", "quick", tmp_path / "other", fake_runs("x"), None)
 
 
 @pytest.mark.parametrize("argv, why", [
@@ -155,6 +162,19 @@ def test_the_lab_command_parses_good_input():
         "lab2", "full", Path("/home/lab/s"), ["cubic", "bbr"], None)
     assert lab_command.parse(["lab1", "quick", "/home/lab/s", "--student", "s1", "--code",
                               "ABCDE-FGH2J"])[-1] == {"id": "s1", "code": "ABCDE-FGH2J"}
+
+
+def test_the_lab_command_child_never_fails_silently(capfd):
+    """as_caller's child: any exception in its work is one line naming it, and status 1."""
+    import pwd
+    me = pwd.getpwuid(os.getuid())
+
+    def work():
+        raise ValueError("no such run\nsecond line")
+    assert lab_command.as_caller(me, work, "cannot put the results in /x") == 1
+    err = capfd.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith("cclab-lab-run: cannot put the results in /x as ")
+    assert err[0].endswith("ValueError: no such run") or "Operation not permitted" in err[0], err
 
 
 def test_not_root_a_module_the_kernel_has_is_offered(tmp_path, monkeypatch):

@@ -294,7 +294,13 @@ CCLAB_MODE=quick /opt/cclab/venv/bin/python3 -c '
 import os, labkit
 out = labkit.run_lab("lab1", "quick", root=os.path.expanduser("~/vagrant-test"), ccas=["cubic"])
 print("RESULTS", out)
-'
+' || {
+  rc=$?
+  echo "--- the run failed (exit $rc): the guest's kernel log and memory"
+  sudo -n dmesg | tail -n 40 || true
+  free -m || true
+  exit $rc
+}
 find "$HOME/vagrant-test" -type f -name "*.csv" | head -n 3
 echo "OWNERS $(find "$HOME/vagrant-test" ! -user "$(id -un)" | wc -l)"
 '''
