@@ -97,14 +97,33 @@ def tool_versions() -> dict:
     return dict(_tool_versions())
 
 
+RELEASE_FILE = "release.json"     # a student release's record of the kit it was made from
+
+
+def release_of(kit_dir: Path = KIT_DIR) -> dict | None:
+    """The kit commit a student release was made from (grading/release.py writes it), or None
+    for the kit itself or a folder without a readable record."""
+    import json
+    try:
+        rec = json.loads((Path(kit_dir) / RELEASE_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    src = rec.get("kit") if isinstance(rec, dict) else None
+    return src if isinstance(src, dict) and isinstance(src.get("commit"), str) else None
+
+
 def kit_commit() -> dict:
+    """The checkout's commit and whether it has changes; a student release also names the kit
+    commit it was made from (release_of), so its runs trace back to the kit's code."""
     git = ["git", "-c", "safe.directory=*", "-C", str(KIT_DIR)]
+    src = release_of()
+    extra = {"release_of": src} if src else {}
     try:
         r = subprocess.run(git + ["rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
         if r.returncode != 0:
-            return {"commit": None, "note": "not a git checkout"}
+            return {"commit": None, "note": "not a git checkout", **extra}
         d = subprocess.run(git + ["status", "--porcelain", "--untracked-files=no"],
                            capture_output=True, text=True, timeout=30)
-        return {"commit": r.stdout.strip(), "dirty": bool(d.stdout.strip())}
+        return {"commit": r.stdout.strip(), "dirty": bool(d.stdout.strip()), **extra}
     except (OSError, subprocess.TimeoutExpired):
-        return {"commit": None, "note": "git not available"}
+        return {"commit": None, "note": "git not available", **extra}

@@ -98,7 +98,11 @@ def _summary(lab: str, files: dict[str, bytes]) -> dict:
         m = json.loads(files.get(f"{rel}/manifest.json", b"{}"))
         kit = m.get("kit") or {}
         if kit.get("commit"):
-            commits.add(kit["commit"][:10] + ("+dirty" if kit.get("dirty") else ""))
+            src = kit.get("release_of") or {}
+            commits.add(kit["commit"][:10] + ("+dirty" if kit.get("dirty") else "")
+                        + (f" (release of kit {src['commit'][:10]}"
+                           + ("+dirty" if src.get("dirty") else "") + ")"
+                           if isinstance(src.get("commit"), str) else ""))
         if m.get("kernel"):
             kernels.add(m["kernel"])
     return {"files": len(files), "bytes": sum(map(len, files.values())),

@@ -181,6 +181,13 @@ def release(dest: Path, labs: list[str]) -> Path:
                 if f.is_file():
                     shutil.copy2(f, nbdir / f.name)
     (dest / "README.md").write_text(README.replace("{labs}", ", ".join(labs)))
+    # The kit commit this release was made from: runs made in the release name it beside the
+    # release's own commit (cclab.provenance.kit_commit), so evidence traces back to kit code.
+    from cclab import provenance
+    source = provenance.kit_commit()
+    source.pop("release_of", None)
+    (dest / provenance.RELEASE_FILE).write_text(json.dumps(
+        {"kit": source, "labs": labs}, indent=1) + "\n")
     check(dest, labs)
     return dest
 

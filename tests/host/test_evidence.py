@@ -57,7 +57,7 @@ def test_the_evidence_holds_current_runs_of_every_lab(unpacked):
         s = labs[lab]
         assert s["mode"] == "quick" and s["runs"] > 0, (lab, s)
         # measured on one committed state of the kit, not a modified tree
-        assert len(s["commits"]) == 1 and not s["commits"][0].endswith("+dirty"), (lab, s)
+        assert len(s["commits"]) == 1 and "+dirty" not in s["commits"][0], (lab, s)
     # small enough for the repository: tables, not captures
     total = sum(e["bytes"] for e in index.values())
     print(f"evidence: {total / 1e6:.2f} MB in {len(index)} archive(s)")
@@ -200,3 +200,16 @@ def test_a_missing_or_malformed_index_is_one_line(tmp_path, what):
     elif what == "wrong-key":
         (out / "index.json").write_text(json.dumps({"nightly": {}}))
     one_line_error(scorecard("--evidence", out, "--out", tmp_path / "s.md"), "index.json")
+
+
+def test_a_release_run_names_the_kit_commit_it_came_from():
+    """index.json's commits: a run made in a student release names the release's commit and the
+    kit commit the release was made from; a kit run names its commit alone."""
+    evidence = ev
+    def files(kit):
+        return {"record.json": json.dumps({"mode": "quick", "runs": {"exp/r1": {}}}).encode(),
+                "exp/r1/manifest.json": json.dumps({"kit": kit, "kernel": "6.1.0"}).encode()}
+    s = evidence._summary("lab1", files({"commit": "a" * 40, "dirty": False,
+                                         "release_of": {"commit": "b" * 40, "dirty": True}}))
+    assert s["commits"] == ["aaaaaaaaaa (release of kit bbbbbbbbbb+dirty)"]
+    assert evidence._summary("lab1", files({"commit": "c" * 40}))["commits"] == ["cccccccccc"]

@@ -34,6 +34,23 @@ def test_the_release_holds_what_a_student_needs(rel):
     assert "vagrant up" in (rel / "README.md").read_text()
 
 
+def test_the_release_names_the_kit_commit_it_was_made_from(rel):
+    """Runs made in a release trace back to the kit's code: release.json holds the kit's commit,
+    and the release's own provenance reports it (cclab.provenance.release_of)."""
+    from cclab import provenance
+    head = subprocess.run(["git", "-c", "safe.directory=*", "-C", str(KIT), "rev-parse", "HEAD"],
+                          capture_output=True, text=True)
+    rec = json.loads((rel / "release.json").read_text())
+    assert rec["labs"] == LABS
+    if head.returncode == 0:
+        assert rec["kit"]["commit"] == head.stdout.strip() and "dirty" in rec["kit"]
+    assert provenance.release_of(rel) == rec["kit"]
+    assert provenance.release_of(KIT) is None               # the kit itself is no release
+    (rel.parent / "broken").mkdir(exist_ok=True)
+    (rel.parent / "broken" / "release.json").write_text("{not json")
+    assert provenance.release_of(rel.parent / "broken") is None
+
+
 def test_the_release_holds_no_grading_material(rel):
     for rel_path in ["grading", "tests", "labs/lab5/reference.py", "docs/scorecard.md"]:
         assert not (rel / rel_path).exists(), rel_path
