@@ -173,10 +173,10 @@ def plan(experiment) -> list[tuple[str, list[str]]]:
     for node, devs in interfaces(p).items():
         cmds += [(node, ["ip", "link", "set", "dev", d, "up"]) for d in devs]
         cmds.append((node, ["ip", "link", "set", "dev", "lo", "up"]))
-    rto = ([] if getattr(experiment, "rto_min", None) is None
-           else ["rto_min", f"{max(1, round(experiment.rto_min * 1000))}ms"])
     for h in hosts(p):
-        cmds.append((h, ["ip", "route", "add", "default", "via", gateway(h)] + rto))
+        cmds.append((h, ["ip", "route", "add", "default", "via", gateway(h)]))
+        if getattr(experiment, "rto_min", None) is not None:
+            cmds.append((h, rto_route(experiment, h)))
     cmds += [(R1, ["ip", "route", "add", "10.1.0.0/16", "via", CORE2_ADDR]),
              (R2, ["ip", "route", "add", "10.0.0.0/16", "via", CORE1_ADDR])]
     # sysctls
@@ -446,10 +446,12 @@ def script(cmds: list[list[str]], after: list[str] = ()) -> str:
 #
 # A plan holds two kinds of command.  The network's shape: nodes, links, addresses, routes,
 # offloads, receive steering, forwarding and the neighbour entries.  And a run's settings: the
-# qdiscs (the link's rate, delay, loss and buffer; a hold's plug) and the end hosts' sysctls
-# (congestion control, socket buffers).  The shape is the same for every repetition of an
-# experiment, and for every experiment of a lab on the same kind of link with the same number
-# of pairs.  Runs inside runner.keep_network() build it once: each later run of the same shape
+# qdiscs (the link's rate, delay, loss and buffer; a hold's plug), the end hosts' sysctls
+# (congestion control, socket buffers) and their default routes' rto_min.  The shape is the
+# same for every repetition of an experiment, and for every experiment with the same number of
+# pairs and the same sysctl keys, whatever its link's rate, delay or loss: the labs give all
+# their experiments one number of pairs (idle pairs cost a run nothing but their settings), so
+# a lab builds its network once.  Runs inside runner.keep_network() build it once: each later run of the same shape
 # removes the qdiscs the run before it installed and applies its own settings, so it starts
 # with new qdiscs (their counters at zero) and its own sysctls, as on a network of its own,
 # without the ~4 s a dumbbell costs to build under software emulation.
@@ -461,9 +463,18 @@ def script(cmds: list[list[str]], after: list[str] = ()) -> str:
 # - the TCP metrics cache: empty, as long as the hosts keep net.ipv4.tcp_no_metrics_save=1
 #   (the default; an experiment that sets it otherwise gets a network of its own).
 
+def rto_route(experiment, host: str) -> list[str]:
+    """The host's default route with the experiment's rto_min (a run's setting: `ip route
+    change` replaces the route's metrics, so the same command without rto_min takes it away)."""
+    rto = getattr(experiment, "rto_min", None)
+    return (["ip", "route", "change", "default", "via", gateway(host)]
+            + ([] if rto is None else ["rto_min", f"{max(1, round(rto * 1000))}ms"]))
+
+
 def is_setting(node: str, argv: list[str]) -> bool:
     """A plan command that is a run's setting, not the network's shape."""
-    return argv[0] == "tc" or (argv[0] == "sysctl" and node not in (R1, R2))
+    return (argv[0] == "tc" or (argv[0] == "sysctl" and node not in (R1, R2))
+            or argv[:3] == ["ip", "route", "change"])
 
 
 def root_qdiscs(experiment) -> list[tuple[str, str]]:
@@ -496,6 +507,9 @@ def settings_scripts(experiment, before) -> dict[str, str]:
     cmds: dict[str, list[list[str]]] = {node: [] for node in interfaces(experiment.link)}
     for node, dev in root_qdiscs(before):
         cmds[node].append(tc.teardown(dev))
+    if getattr(before, "rto_min", None) is not None and getattr(experiment, "rto_min", None) is None:
+        for h in hosts(experiment.link):                    # the default route without rto_min
+            cmds[h].append(rto_route(experiment, h))
     for node, argv in plan(experiment):
         if is_setting(node, argv):
             cmds[node].append(argv)

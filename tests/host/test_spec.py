@@ -230,8 +230,12 @@ def test_holds_plug_the_senders_and_rto_min_sets_every_route(tmp_path):
         assert mine[0][:3] == ["tc", "qdisc", "add"] and mine[-1][-1] == "release_indefinite"
     assert topo.hold_devs(e, "up") == [("cc-c1", "cc-c1-eth0"), ("cc-c2", "cc-c2-eth0")]
     assert topo.hold_devs(e, "down") == []
-    routes = [c for _, c in plan if c[:4] == ["ip", "route", "add", "default"]]
-    assert len(routes) == 4 and all(c[-2:] == ["rto_min", "2500ms"] for c in routes)
+    routes = [(n, c) for n, c in plan if c[:3] == ["ip", "route", "change"]]
+    assert len(routes) == 4 and all(c[-2:] == ["rto_min", "2500ms"] for _, c in routes)
+    # set after each host's route is added (a run's setting on a kept network)
+    for n, c in routes:
+        mine = [a for m, a in plan if m == n and a[:2] == ["ip", "route"]]
+        assert mine[0][:4] == ["ip", "route", "add", "default"] and mine[-1] == c
     steps = dynamics.hold_steps(e.hold)
     assert [(s.t, s.action) for s in steps] == [(1.0, "block"), (2.5, "release_indefinite"),
                                                 (3.0, "block"), (3.5, "release_indefinite")]

@@ -8,6 +8,7 @@ import subprocess
 import pytest
 
 from cclab import topo
+from cclab.profiles import KIT_DIR as KIT
 from cclab.spec import Experiment, Flow
 
 
@@ -331,13 +332,28 @@ def test_the_shape_key_ignores_settings_and_sees_the_shape():
     assert topo.shape_key(experiment(2)) != topo.shape_key(base)            # pairs
     rto = Experiment(name="r", profile="wired", override={"pairs": 1}, rto_min=1,
                      flows=[Flow(cca="cubic")])
-    assert topo.shape_key(rto) != topo.shape_key(base)                       # a route's option
+    assert topo.shape_key(rto) == topo.shape_key(base)         # rto_min: a route's setting
     more = Experiment(name="k", profile="wired", override={"pairs": 1},
                       sysctl={"net.ipv4.tcp_ecn": 1}, flows=[Flow(cca="cubic")])
     assert topo.shape_key(more) != topo.shape_key(base)                      # another key
     metrics = Experiment(name="m", profile="wired", override={"pairs": 1},
                          sysctl={"net.ipv4.tcp_no_metrics_save": 0}, flows=[Flow(cca="cubic")])
     assert topo.shape_key(metrics) is None                                   # never shared
+
+
+def test_rto_min_is_set_and_taken_away_on_a_kept_network():
+    """A run with rto_min on a kept network sets it on every host's default route; the next run
+    without it puts the route back without it (`ip route change` replaces its metrics)."""
+    plain = experiment(1)
+    rto = Experiment(name="r", profile="wired", override={"pairs": 1}, rto_min=5,
+                     flows=[Flow(cca="cubic")])
+    on = topo.settings_scripts(rto, plain)
+    off = topo.settings_scripts(plain, rto)
+    for h in topo.hosts(plain.link):
+        gw = topo.gateway(h)
+        assert f"route change default via {gw} rto_min 5000ms\n" in on[h], on[h]
+        assert f"route change default via {gw}\n" in off[h], off[h]
+    assert "route" not in "".join(topo.settings_scripts(plain, plain).values())
 
 
 def test_settings_scripts_remove_the_last_runs_qdiscs_then_apply_the_next_runs(tmp_path):
@@ -381,3 +397,25 @@ def test_links_are_made_set_up_and_moved_from_the_root_namespace_in_one_script()
     kept = Experiment(name="o", profile="wired", override={"pairs": 1, "offloads": True},
                       flows=[Flow(cca="cubic")])
     assert "ethtool" not in topo.root_script(kept.link, pids)
+
+
+# lab 2's full mode runs its one- and two-flow files on 2 pairs and the 16-flow files on 16:
+# 32 idle hosts would add their settings to every short run there.
+ONE_NETWORK_EXCEPT = {("lab2", "full")}
+
+
+@pytest.mark.parametrize("lab", ["lab1", "lab2", "lab3", "lab4"])
+@pytest.mark.parametrize("mode", ["quick", "full"])
+def test_a_labs_experiments_share_one_network(lab, mode):
+    """Every experiment file of a lab's mode has one shape (topo.shape_key), so a lab's runs
+    build one dumbbell and reconfigure it: the files give the same number of pairs."""
+    from cclab import spec
+    files = sorted((KIT / "labs" / lab / mode).glob("*.toml"))
+    keys = {f.name: topo.shape_key(spec.load(f)) for f in files}
+    assert files and None not in keys.values(), keys
+    if (lab, mode) in ONE_NETWORK_EXCEPT:
+        return
+    shapes = {}
+    for name, k in keys.items():
+        shapes.setdefault(k, []).append(name)
+    assert len(shapes) == 1, f"{lab} {mode}: {len(shapes)} network shapes: {list(shapes.values())}"

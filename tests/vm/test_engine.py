@@ -19,6 +19,7 @@ Goodput is compared with the link rate times 1448/1514 (TCP payload per Ethernet
 """
 import json
 import os
+import re
 import signal
 import statistics
 import subprocess
@@ -692,13 +693,20 @@ def test_a_kept_network_gives_each_run_its_own_settings(tmp_path):
     run takes the first's node shells, with its own qdiscs (the first run's loss gone, the
     counters starting again from zero) and its own sysctls; a run of another shape (two pairs)
     builds a network of its own and the first one goes; the block's end leaves nothing."""
-    def exp(name, cca, override, pairs=1):
+    def exp(name, cca, override, pairs=1, rto_min=None):
         return Experiment(name=name, profile="wired", override=dict(override, pairs=pairs),
                           flows=[Flow(cca=cca, duration=2, pair=p) for p in range(1, pairs + 1)],
-                          measure=Measure(tcp_probe=False, ping_interval=0.1, cpu=False), tail=0.5)
+                          measure=Measure(tcp_probe=False, ping_interval=0.1, cpu=False), tail=0.5,
+                          rto_min=rto_min)
 
     def shells():
         return set(state.kit_shells())
+
+    def sender_route():
+        """cc-s1's default route, read in its namespace (through its node shell)."""
+        (pid,) = [p for p, name in state.kit_shells().items() if name == "cc-s1"]
+        return subprocess.run(["nsenter", "-t", str(pid), "-n", "ip", "route", "show", "default"],
+                              capture_output=True, text=True, check=True).stdout.strip()
 
     def loss_of(man):
         qs = man["tc"]["cc-r1"]["cc-r1-core"]["qdisc"] + man["tc"]["cc-r2"]["cc-r2-core"]["qdisc"]
@@ -707,14 +715,22 @@ def test_a_kept_network_gives_each_run_its_own_settings(tmp_path):
     with runner.keep_network():
         (a,) = runner.run(exp("keep-a", "reno", {"down": {"loss": 2}}), out=tmp_path)
         first_shells = shells()
-        (b,) = runner.run(exp("keep-b", "cubic", {"down": {"loss": 0}}), out=tmp_path)
+        assert "rto_min" not in sender_route()
+        (b,) = runner.run(exp("keep-b", "cubic", {"down": {"loss": 0}}, rto_min=5), out=tmp_path)
         assert shells() == first_shells and first_shells
+        # rto_min is a run's setting: set on the kept network, then taken away by the next run
+        route = sender_route()
+        print(f"\nafter a run with rto_min 5 s: {route}")
+        assert re.search(r"\brto_min (lock )?(5s|5000ms)\b", route), route
+        (b2,) = runner.run(exp("keep-b2", "cubic", {"down": {"loss": 0}}), out=tmp_path)
+        assert shells() == first_shells and "rto_min" not in sender_route(), sender_route()
         (c,) = runner.run(exp("keep-c", "reno", {"down": {"loss": 0}}, pairs=2), out=tmp_path)
         assert not shells() & first_shells and len(shells()) == 6
         assert state.state_file().exists()          # the machine stays claimed
     ma, mb, mc = (results.read_manifest(d) for d in (a, b, c))
     assert [m["status"] for m in (ma, mb, mc)] == ["complete"] * 3
     assert [m["network"] for m in (ma, mb, mc)] == ["built", "kept", "built"]
+    assert results.read_manifest(b2)["network"] == "kept"
     assert {"loss": 0.02, "correlation": 0} in loss_of(ma) and loss_of(mb) == [None, None]
     assert [m["sysctls"]["cc-s1"]["net.ipv4.tcp_congestion_control"] for m in (ma, mb)] == [
         "reno", "cubic"]
