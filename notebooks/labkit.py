@@ -702,16 +702,25 @@ def _run_through_helper(lab: str, run_mode: str, root, ccas, progress, who=None)
         cmd += ["--student", who["id"], "--code", who["code"]]
     p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, text=True, bufsize=1)
-    last, said = "", []                         # said: the command's own error lines
-    try:
+    last, said, trace = "", [], None        # said: the command's own error lines; trace: the
+    try:                                     # crashed thread's frames (faulthandler's dump)
         for line in p.stdout:
             line = line.rstrip("\n")
             if line:
                 last = line
                 if line.startswith(PROG_PREFIX):
                     said.append(line)
+                elif line.startswith("Current thread "):
+                    trace = []
+                elif trace is not None and line.startswith("  File "):
+                    trace.append(line.strip())
+                elif trace is not None:              # the dump's frames have ended
+                    said += [PROG_PREFIX + _crash_site(trace)] if trace else []
+                    trace = None
                 if progress:
                     progress(line)
+        if trace:
+            said.append(PROG_PREFIX + _crash_site(trace))
         rc = p.wait()
     except KeyboardInterrupt:
         p.stdin.close()                          # the command stops the run when its input ends
@@ -735,10 +744,27 @@ def _run_through_helper(lab: str, run_mode: str, root, ccas, progress, who=None)
 PROG_PREFIX = "cclab-lab-run: "              # the lab command's error lines begin with its name
 
 
+def _crash_site(frames: list[str]) -> str:
+    """Where a crashed lab command was, from faulthandler's frames (innermost first): the
+    innermost frame, and the innermost of the kit's own code when that is another."""
+    def where(frame):
+        m = re.match(r'File "(.*)", line (\d+) in (\S+)', frame)
+        if not m:
+            return frame
+        path = Path(m.group(1))
+        parts = path.parts
+        short = "/".join(parts[parts.index("site-packages") + 1:] if "site-packages" in parts
+                         else parts[-3:])
+        return f"{short}:{m.group(2)} ({m.group(3)})"
+    ours = next((f for f in frames if "site-packages" not in f and "/usr/lib/python" not in f), None)
+    text = f"it crashed in {where(frames[0])}"
+    return text + (f", called from {where(ours)}" if ours and ours != frames[0] else "")
+
+
 def _helper_failure(rc: int, said: list[str], last: str) -> str:
     """Why the lab command failed, in one line: its own error line when it printed one, else how
     it ended (a signal, or an exit status with no reason given) and the last line it printed."""
-    if said:
+    if said and rc >= 0:
         return said[-1][len(PROG_PREFIX):]
     if rc < 0:
         import signal
@@ -748,6 +774,8 @@ def _helper_failure(rc: int, said: list[str], last: str) -> str:
             how = f"was killed by signal {-rc}"
     else:
         how = f"ended with exit status {rc} and gave no reason"
+    if rc < 0 and said:                          # what it said, or where it crashed
+        return f"the lab command {how}: {said[-1][len(PROG_PREFIX):]}"
     return f"the lab command {how}" + (f" (its last line: {last})" if last else "")
 
 

@@ -4,6 +4,7 @@ the folder handling, which is the same for real runs (the in-VM lab tests run th
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -130,6 +131,19 @@ def test_unprivileged_runs_go_through_the_lab_command(tmp_path, monkeypatch):
     # A command that dies without a reason: how it ended and its last line, not the line alone.
     helper.write_text('#!/bin/sh\necho "[run 1/1] lab1-wifi (seed 1): elapsed 0:00"\nkill -KILL $$\n')
     with pytest.raises(labkit.RunFailed, match=r"killed by SIGKILL \(its last line: \[run 1/1\]"):
+        labkit.run_staged("lab1", "quick", tmp_path / "other", fake_runs("x"), None)
+    # A crash: faulthandler's dump names where (the innermost frame, and the kit's own caller).
+    helper.write_text('#!/bin/sh\n'
+                      'echo "Fatal Python error: Segmentation fault" >&2\n'
+                      'echo "Current thread 0x00007f0487318040 (most recent call first):" >&2\n'
+                      'echo \'  File "/opt/cclab/venv/lib/python3.11/site-packages/pandas/core/'
+                      'groupby/groupby.py", line 4541 in blk_func\' >&2\n'
+                      'echo \'  File "/kit/cclab/analysis/fidelity.py", line 460 in check_cpu\' >&2\n'
+                      'echo "Extension modules: numpy._core._multiarray_umath (total: 1)" >&2\n'
+                      'kill -SEGV $$\n')
+    with pytest.raises(labkit.RunFailed, match=re.escape(
+            "killed by SIGSEGV: it crashed in pandas/core/groupby/groupby.py:4541 (blk_func), "
+            "called from cclab/analysis/fidelity.py:460 (check_cpu)")):
         labkit.run_staged("lab1", "quick", tmp_path / "other", fake_runs("x"), None)
     helper.write_text('#!/bin/sh\necho "[run 1/1] lab1-wifi"\nexit 3\n')
     with pytest.raises(labkit.RunFailed, match=r"exit status 3 and gave no reason \(its last"):
