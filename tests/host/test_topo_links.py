@@ -402,6 +402,11 @@ def test_links_are_made_set_up_and_moved_from_the_root_namespace_in_one_script()
 # lab 2's full mode runs its one- and two-flow files on 2 pairs and the 16-flow files on 16:
 # 32 idle hosts would add their settings to every short run there.
 ONE_NETWORK_EXCEPT = {("lab2", "full")}
+# Lab 4's ACK-stall runs get a network of their own (one pair, built for them): run on the
+# network lab4-geo-params had just used, lab4-geo-stall-paper's bottleneck served 40 % of its
+# rate while backlogged, untrusted in 3 of 3 attempts (cause not found); on a network built
+# for it, as before, its verdict passed.
+OWN_NETWORK = {"lab4": {"geo-stall-paper.toml", "geo-stall-reset.toml"}}
 
 
 @pytest.mark.parametrize("lab", ["lab1", "lab2", "lab3", "lab4"])
@@ -418,4 +423,8 @@ def test_a_labs_experiments_share_one_network(lab, mode):
     shapes = {}
     for name, k in keys.items():
         shapes.setdefault(k, []).append(name)
-    assert len(shapes) == 1, f"{lab} {mode}: {len(shapes)} network shapes: {list(shapes.values())}"
+    apart = OWN_NETWORK.get(lab, set())
+    assert len(shapes) == 1 + bool(apart), \
+        f"{lab} {mode}: {len(shapes)} network shapes: {list(shapes.values())}"
+    if apart:
+        assert sorted(apart) in shapes.values(), list(shapes.values())
