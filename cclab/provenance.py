@@ -9,6 +9,7 @@ rebuilt module is hashed again), modinfo's answers and tool versions once per pr
 from __future__ import annotations
 
 import functools
+import json
 import os
 import platform
 import subprocess
@@ -103,7 +104,6 @@ RELEASE_FILE = "release.json"     # a student release's record of the kit it was
 def release_of(kit_dir: Path = KIT_DIR) -> dict | None:
     """The kit commit a student release was made from (grading/release.py writes it), or None
     for the kit itself or a folder without a readable record."""
-    import json
     try:
         rec = json.loads((Path(kit_dir) / RELEASE_FILE).read_text())
     except (OSError, ValueError):

@@ -88,6 +88,11 @@ def lab_files(lab_root: Path) -> dict[str, bytes]:
     return out
 
 
+def _commit_name(kit: dict) -> str:
+    """A manifest's kit commit as the index names it: 10 digits, +dirty for a modified tree."""
+    return kit["commit"][:10] + ("+dirty" if kit.get("dirty") else "")
+
+
 def _summary(lab: str, files: dict[str, bytes]) -> dict:
     """What index.json says about one lab's evidence."""
     if LIVE_LOG in files:
@@ -99,10 +104,8 @@ def _summary(lab: str, files: dict[str, bytes]) -> dict:
         kit = m.get("kit") or {}
         if kit.get("commit"):
             src = kit.get("release_of") or {}
-            commits.add(kit["commit"][:10] + ("+dirty" if kit.get("dirty") else "")
-                        + (f" (release of kit {src['commit'][:10]}"
-                           + ("+dirty" if src.get("dirty") else "") + ")"
-                           if isinstance(src.get("commit"), str) else ""))
+            commits.add(_commit_name(kit) + (f" (release of kit {_commit_name(src)})"
+                                             if isinstance(src.get("commit"), str) else ""))
         if m.get("kernel"):
             kernels.add(m["kernel"])
     return {"files": len(files), "bytes": sum(map(len, files.values())),

@@ -702,25 +702,23 @@ def _run_through_helper(lab: str, run_mode: str, root, ccas, progress, who=None)
         cmd += ["--student", who["id"], "--code", who["code"]]
     p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, text=True, bufsize=1)
-    last, said, trace = "", [], None        # said: the command's own error lines; trace: the
-    try:                                     # crashed thread's frames (faulthandler's dump)
+    last, said = "", None                   # said: the command's own error line
+    trace, reading = [], False               # the crashed thread's frames (faulthandler's dump)
+    try:
         for line in p.stdout:
             line = line.rstrip("\n")
             if line:
                 last = line
                 if line.startswith(PROG_PREFIX):
-                    said.append(line)
+                    said = line[len(PROG_PREFIX):]
                 elif line.startswith("Current thread "):
-                    trace = []
-                elif trace is not None and line.startswith("  File "):
+                    trace, reading = [], True
+                elif reading and line.startswith("  File "):
                     trace.append(line.strip())
-                elif trace is not None:              # the dump's frames have ended
-                    said += [PROG_PREFIX + _crash_site(trace)] if trace else []
-                    trace = None
+                else:
+                    reading = False
                 if progress:
                     progress(line)
-        if trace:
-            said.append(PROG_PREFIX + _crash_site(trace))
         rc = p.wait()
     except KeyboardInterrupt:
         p.stdin.close()                          # the command stops the run when its input ends
@@ -737,11 +735,11 @@ def _run_through_helper(lab: str, run_mode: str, root, ccas, progress, who=None)
         if "a password is required" in last or "not allowed to execute" in last:
             raise RunFailed(f"{lab}: this user may not run experiments ({last}); the lab VM "
                             f"allows its lab user to run {HELPER} through sudo")
-        raise RunFailed(f"{lab}: the run failed: {_helper_failure(rc, said, last)}")
+        raise RunFailed(f"{lab}: the run failed: {_helper_failure(rc, said, trace, last)}")
     return lab_dir(lab, root)
 
 
-PROG_PREFIX = "cclab-lab-run: "              # the lab command's error lines begin with its name
+PROG_PREFIX = Path(HELPER).name + ": "      # the lab command's error lines begin with its name
 
 
 def _crash_site(frames: list[str]) -> str:
@@ -761,11 +759,12 @@ def _crash_site(frames: list[str]) -> str:
     return text + (f", called from {where(ours)}" if ours and ours != frames[0] else "")
 
 
-def _helper_failure(rc: int, said: list[str], last: str) -> str:
+def _helper_failure(rc: int, said: str | None, trace: list[str], last: str) -> str:
     """Why the lab command failed, in one line: its own error line when it printed one, else how
-    it ended (a signal, or an exit status with no reason given) and the last line it printed."""
+    it ended (a signal, or an exit status with no reason given) and, for a crash, where
+    (faulthandler's frames in `trace`), else the last line it printed."""
     if said and rc >= 0:
-        return said[-1][len(PROG_PREFIX):]
+        return said
     if rc < 0:
         import signal
         try:
@@ -774,8 +773,8 @@ def _helper_failure(rc: int, said: list[str], last: str) -> str:
             how = f"was killed by signal {-rc}"
     else:
         how = f"ended with exit status {rc} and gave no reason"
-    if rc < 0 and said:                          # what it said, or where it crashed
-        return f"the lab command {how}: {said[-1][len(PROG_PREFIX):]}"
+    if rc < 0 and (trace or said):               # where it crashed, or what it said
+        return f"the lab command {how}: {_crash_site(trace) if trace else said}"
     return f"the lab command {how}" + (f" (its last line: {last})" if last else "")
 
 
