@@ -61,6 +61,18 @@ class Path:
             if self.SINGLE_RX_CPU:
                 ns(n, "sh", "-c", f"echo 1 > /sys/class/net/{dev}/queues/rx-0/rps_cpus",
                    check=False)
+        # permanent neighbour entries on both ends of both links: netem drops ARP like any other
+        # packet, and a router whose three ARP requests all fell to a 20 % loss answers the
+        # sender's SYN with "No route to host" (in-VM CI run, Spline's switch test)
+        ends = {(n, dev): (f"{self.NET}.{host}", self._mac(n, dev))
+                for n, dev, host in ((self.snd, "s0", "1.1"), (self.rtr, "r-snd", "1.2"),
+                                     (self.rtr, "r-rcv", "2.2"), (self.rcv, "c0", "2.1"))}
+        for here, there in (((self.snd, "s0"), (self.rtr, "r-snd")),
+                            ((self.rtr, "r-rcv"), (self.rcv, "c0"))):
+            for a, b in ((here, there), (there, here)):
+                ip, mac = ends[b]
+                ns(a[0], "ip", "neigh", "replace", ip, "lladdr", mac, "dev", a[1],
+                   "nud", "permanent")
         ns(self.snd, "ip", "route", "add", "default", "via", f"{self.NET}.1.2")
         ns(self.rcv, "ip", "route", "add", "default", "via", f"{self.NET}.2.2")
         ns(self.rtr, "sysctl", "-qw", "net.ipv4.ip_forward=1")
@@ -69,6 +81,10 @@ class Path:
             ns(n, "sysctl", "-qw", f"net.ipv4.tcp_wmem={self.WMEM}")
             for setting in self.EXTRA_SYSCTLS:
                 ns(n, "sysctl", "-qw", setting)
+
+    @staticmethod
+    def _mac(name, dev):
+        return json.loads(ns(name, "ip", "-j", "link", "show", "dev", dev).stdout)[0]["address"]
 
     def shape(self, data_netem, ack_netem=None):
         """Replace the router's root qdiscs: netem towards the receiver (and the sender)."""
