@@ -99,8 +99,8 @@ def active_window(run: RunData, direction: str) -> tuple[float, float]:
 
 def _qdisc_intervals(run: RunData, direction: str, a: float, b: float) -> pd.DataFrame:
     """Consecutive root-qdisc sample pairs inside [a, b]: dt, dbytes, dpackets, the rate, the
-    queue (backlog less the delay line at the interval's rate and mean packet size) at both
-    ends, expected rate.  Worked out once per run, direction and window (four checks ask for
+    queue (backlog less the delay line: counted, see _in_delay_line, else the interval's rate
+    and mean packet size) at both ends, expected rate.  Worked out once per run, direction and window (four checks ask for
     the flows' active window); the checks only read it."""
     memo = run.__dict__.setdefault("_qdisc_intervals", {})
     if (direction, a, b) not in memo:
@@ -108,10 +108,36 @@ def _qdisc_intervals(run: RunData, direction: str, a: float, b: float) -> pd.Dat
     return memo[(direction, a, b)]
 
 
+def _in_delay_line(run: RunData, direction: str, q: pd.DataFrame) -> np.ndarray:
+    """Packets in netem's delay line at each root-qdisc sample, counted, not estimated; NaN
+    where the samples cannot tell.
+
+    Under htb or tbf, netem sits below the rate limiter and releases a packet only once its
+    delay D has passed, so the packets still in the delay line at t are exactly those the root
+    accepted in (t - D, t]: accepted(t) - accepted(t - D), with accepted = sent + backlog (a
+    packet netem drops for loss is neither).  Rate x D would be wrong after an idle spell: a
+    burst that has just arrived is all in the delay line while nothing leaves yet, and would
+    look like a queue the link does not serve (lab 4's ACK stall: "39.8 % of 10 Mbit/s while
+    backlogged" over 0.5 s, 0.3 s of it the GEO path's one-way delay).  netem's own rate (shaper
+    = "netem") releases a packet D after its serialisation, which the root's counters cannot
+    separate from its queue: NaN there, and the caller keeps rate x D."""
+    d = run.direction(direction)
+    D = float(d.get("delay") or 0) + float(d.get("jitter") or 0)
+    t = q["t"].to_numpy(dtype=float)
+    if d.get("shaper", "htb") == "netem":
+        return np.full(len(t), math.nan)
+    if D <= 0:
+        return np.zeros(len(t))
+    accepted = q["packets"].to_numpy(dtype=float) + q["backlog_packets"].to_numpy(dtype=float)
+    line = accepted - np.interp(t - D, t, accepted)
+    return np.where(t - D >= t[0] - 1e-9, line, math.nan)
+
+
 def _qdisc_intervals_of(run: RunData, direction: str, a: float, b: float) -> pd.DataFrame:
     q = metrics.qdisc_root(run, direction)
     if len(q) < 2:
         return pd.DataFrame()
+    q = q.assign(line=_in_delay_line(run, direction, q))
     q = q[(q["t"] >= a - 1e-9) & (q["t"] <= b + 1e-9)].reset_index(drop=True)
     if len(q) < 2:
         return pd.DataFrame()
@@ -119,13 +145,15 @@ def _qdisc_intervals_of(run: RunData, direction: str, a: float, b: float) -> pd.
                        "dbytes": np.diff(q["bytes"].to_numpy(dtype=float)),
                        "dpackets": np.diff(q["packets"].to_numpy(dtype=float)),
                        "b0": q["backlog_packets"].iloc[:-1].to_numpy(dtype=float),
-                       "b1": q["backlog_packets"].iloc[1:].to_numpy(dtype=float)})
+                       "b1": q["backlog_packets"].iloc[1:].to_numpy(dtype=float),
+                       "l0": q["line"].iloc[:-1].to_numpy(), "l1": q["line"].iloc[1:].to_numpy()})
     iv["dt"] = iv["t1"] - iv["t0"]
     iv = iv[(iv["dt"] > 0) & (iv["dbytes"] >= 0)].reset_index(drop=True)
     iv["rate"] = iv["dbytes"] * 8 / iv["dt"]
     size = (iv["dbytes"] / iv["dpackets"]).where(iv["dpackets"] > 0, MTU)    # mean packet bytes
-    dl = run.delay_line_packets(direction, iv["rate"], size).to_numpy()
-    iv["q0"], iv["q1"] = iv["b0"] - dl, iv["b1"] - dl
+    dl = run.delay_line_packets(direction, iv["rate"], size)     # where not counted
+    iv["q0"] = iv["b0"] - iv["l0"].fillna(dl)
+    iv["q1"] = iv["b1"] - iv["l1"].fillna(dl)
     if len(run.rate_changes(direction)):
         iv["expected"] = [run.expected_rate(direction, x, y) for x, y in zip(iv["t0"], iv["t1"])]
     else:                                      # a fixed rate: run.expected_rate's own answer

@@ -98,6 +98,59 @@ def test_manifest_readers_take_beside_files_and_old_inline_keys(tmp_path):
             assert "fidelity" not in read(d), name
 
 
+def _htb_over_netem(rate, delay, arrivals, until, step=0.001, sample=0.1):
+    """Root-qdisc samples of htb (the rate) over netem (the delay), packet by packet: netem
+    releases a packet `delay` s after it arrived, htb then sends it when it has a token.
+    `arrivals(t0, t1)` gives the packets that arrive in [t0, t1)."""
+    pps = rate / (8 * 1514)
+    line, tokens, sent, rows, owed = [], 0.0, 0, [], 0.0
+    for k in range(int(round(until / step))):
+        t = k * step
+        owed += arrivals(t, t + step)
+        while owed >= 1:
+            line.append(t)
+            owed -= 1
+        tokens = min(tokens + pps * step, 2.0)
+        while line and line[0] + delay <= t and tokens >= 1:
+            line.pop(0)
+            tokens -= 1
+            sent += 1
+        if k % int(round(sample / step)) == 0:
+            rows.append({"t": round(t, 6), "packets": sent, "bytes": sent * 1514,
+                         "backlog_packets": len(line), "backlog_bytes": len(line) * 1514})
+    return rows
+
+
+def test_a_burst_after_an_idle_spell_is_in_the_delay_line_before_it_is_a_queue(tmp_path):
+    # Lab 4's ACK stall on the GEO path: the sender hears nothing for 2.4 s and sends nothing,
+    # then the released ACKs let it send a burst of ~300 packets at once.  For the first 300 ms
+    # all of them are in netem's delay line and nothing leaves; that is not a queue the link
+    # fails to serve (rate x delay counted none of them and judged such a run "39.8 % of
+    # 10 Mbit/s while backlogged").
+    rate, delay = 10e6, 0.300
+    pps = rate / (8 * 1514)
+    d = synthetic.make_run(tmp_path / "r", ccas=("search",), rate=rate, delay=delay,
+                           duration=10.0)
+    flows = results.load(d, "flows")
+
+    def arrivals(t0, t1):              # at the link rate, silent 3.0-5.4 s, a burst, then 90 %
+        if t1 <= 3.0:
+            return pps * (t1 - t0)
+        if t0 < 5.4 <= t1:
+            return 300.0
+        return 0.9 * pps * (t1 - t0) if t0 >= 5.4 else 0.0
+
+    q = results.load(d, "qdisc")
+    template = q[(q.kind == "htb")].iloc[0].to_dict()
+    rows = [template | r for r in _htb_over_netem(rate, delay, arrivals, float(flows.t_end.max()))]
+    results.write_table(d, "qdisc", rows)
+    v = by_name(fidelity.verdict(d))["rate_backlogged"]
+    assert v["ok"] is True, v["reason"]
+    assert v["measured"] >= 0.97, v["reason"]
+    # the queue the burst left (about 300 packets, drained at a tenth of the rate) is judged
+    assert v["backlogged_s"] > 2.0, v["reason"]
+
+
 def test_a_stream_of_small_datagrams_on_the_wire_is_not_a_queue(tmp_path):
     # A bulk run followed by a 2 Mbit/s probe of 242-byte frames (what the VM's test_wired
     # sends): netem's delay line then holds ~10 small packets, which are not a queue and must
