@@ -451,7 +451,7 @@ def script(cmds: list[list[str]], after: list[str] = ()) -> str:
 # same for every repetition of an experiment, and for every experiment with the same number of
 # pairs and the same sysctl keys, whatever its link's rate, delay or loss: the labs give all
 # their experiments one number of pairs (idle pairs cost a run nothing but their settings), so
-# a lab builds its network once (lab 4: its ACK-stall runs have a network of their own).
+# a lab builds its network once.
 # Runs inside runner.keep_network() build it once: each later run of the same shape removes
 # the qdiscs the run before it installed and applies its own settings, so it starts with new
 # qdiscs (their counters at zero) and its own sysctls, as on a network of its own,
