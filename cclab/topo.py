@@ -637,21 +637,33 @@ class Network:
             def makeIntfPair(cls, *args, **kwargs):
                 return None
 
+        link = self.experiment.link
+        topo = make_topo(link)
+
+        class PlannedNet(Mininet):
+            """Mininet's network whose build() is the kit's plan: the root namespace's script
+            makes every link and moves its ends into their nodes, and Mininet records them.
+            Mininet's own build() would configure each host's interfaces through its shell;
+            the nodes' scripts do that (see _configure)."""
+
+            def build(net):
+                pids = {h.name: h.pid for h in net.hosts}
+                r = subprocess.run(["sh", "-c", root_script(link, pids)],
+                                   capture_output=True, text=True, timeout=60)
+                if r.returncode != 0:
+                    err = " / ".join(ln.strip() for ln in r.stderr.splitlines() if ln.strip())
+                    raise CommandFailed(f"{ROOT}: making the links: "
+                                        f"{err or 'exit %d' % r.returncode}")
+                for _a, _b, info in topo.links(sort=True, withInfo=True):
+                    net.addLink(**info)
+                net.built = True
+
         setLogLevel("error")
-        self.net = Mininet(topo=None, controller=None, link=PlannedLink, host=Host,
-                           intf=PlannedIntf, build=False, autoSetMacs=False)
-        topo = make_topo(self.experiment.link)
+        self.net = PlannedNet(topo=None, controller=None, link=PlannedLink, host=Host,
+                              intf=PlannedIntf, build=False, autoSetMacs=False)
         with own_socket_tables(NODE_SOCKET_BUCKETS) as self.socket_buckets:
             self._add_nodes(topo)
-        pids = {h.name: h.pid for h in self.net.hosts}
-        r = subprocess.run(["sh", "-c", root_script(self.experiment.link, pids)],
-                           capture_output=True, text=True, timeout=60)
-        if r.returncode != 0:
-            err = " / ".join(line.strip() for line in r.stderr.splitlines() if line.strip())
-            raise CommandFailed(f"{ROOT}: making the links: {err or 'exit %d' % r.returncode}")
-        for _a, _b, info in topo.links(sort=True, withInfo=True):
-            self.net.addLink(**info)
-        self.net.built = True
+        self.net.build()
         # plan() node by node, each node's commands and its neighbour entries (no ARP during a
         # run: each end of every link knows the other's MAC for good), then its snapshot
         # queries, in one shell per node, the nodes' shells side by side (no node's commands

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-ARMS = ("cubic", "bbr", "htcp", "dctcp")
-S = 1_000_000
+from tuner_support import ARMS, S     # as the student's notebook has them (ts.ARMS, ts.S)
 
 
 def cost(host, arm, min_rtt: int, rate: int) -> int:

@@ -32,7 +32,6 @@ import socket
 import struct
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -366,6 +365,14 @@ class TwoPaths:
                 sh("ip", "-n", self.ns[n], "link", "set", d, "up")
                 # one packet per MTU through netem: no segmentation offloads
                 self.run(n, "ethtool", "-K", d, "tso", "off", "gso", "off", "gro", "off", check=False)
+        # each end knows the other's MAC for good: netem drops ARP like any other packet, and a
+        # router whose ARP requests all fall to path B's loss refuses the connection
+        for n1, d1, a1, n2, d2, a2 in links:
+            for here, dev, there, tdev, addr in ((n1, d1, n2, d2, a2), (n2, d2, n1, d1, a1)):
+                mac = json.loads(sh("ip", "-j", "-n", self.ns[there], "link", "show", "dev",
+                                    tdev).stdout)[0]["address"]
+                sh("ip", "-n", self.ns[here], "neigh", "replace", addr.split("/")[0], "lladdr",
+                   mac, "dev", dev, "nud", "permanent")
         for p, i in (("a", 1), ("b", 2)):
             sh("ip", "-n", self.ns["cli"], "route", "add", f"10.52.{i}.0/24", "via", f"10.51.{i}.1")
             sh("ip", "-n", self.ns[f"srv-{p}"], "route", "add", "default", "via", f"10.52.{i}.1")
