@@ -153,9 +153,9 @@ def test_share_runs_start_spline_and_its_competitor_together():
 
 def test_quick_modes_fit_the_budget():
     # flow time plus about 15 s of set-up per run in the software-emulated VM: lab 3 within
-    # 8.5 min (4.5 min, and its nine ablation runs of about 26 s each), lab 4 (with its two
+    # 9 min (4.5 min, and its ten ablation runs of about 26 s each), lab 4 (with its two
     # ACK-stall runs, 17 s each) within 5.5 min
-    for lab, budget in (("lab3", 510), ("lab4", 330)):
+    for lab, budget in (("lab3", 540), ("lab4", 330)):
         total = sum(KM.load_experiment(p)[0].planned_length() + 15 for p in files(lab, "quick"))
         assert total < budget, f"{lab}: about {total:.0f} s of runs in quick mode"
 
