@@ -38,10 +38,11 @@ vm-image:
 	vm/build-image.sh
 
 # The in-VM suite runs its tests not marked nightly; test-nightly runs the others (the README
-# names them).  Each prints its durations.  It runs as root in a guest without systemd: the
+# names them).  Each prints the duration of every test phase of 2 s or more (where make test's
+# time goes).  It runs as root in a guest without systemd: the
 # engine, the link emulation, the kernel modules, the lab command.  The labs themselves run in
 # test-student, as a student runs them.
-VM_PYTEST = python3 -m pytest -v -p no:cacheprovider --durations=25
+VM_PYTEST = python3 -m pytest -v -p no:cacheprovider --durations=0 --durations-min=2
 # $(call vm_suite,TESTS): the guest's command for an in-VM run of TESTS, between guest-diag.sh's
 # start and report, which names the kernel it runs on.
 vm_suite = sh -c 'vm/guest-diag.sh start; echo "[guest] kernel $$(uname -r)"; \
