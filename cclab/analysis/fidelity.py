@@ -100,8 +100,8 @@ def active_window(run: RunData, direction: str) -> tuple[float, float]:
 def _qdisc_intervals(run: RunData, direction: str, a: float, b: float) -> pd.DataFrame:
     """Consecutive root-qdisc sample pairs inside [a, b]: dt, dbytes, dpackets, the rate, the
     queue (backlog less the delay line: counted, see _in_delay_line, else the interval's rate
-    and mean packet size) at both ends, expected rate.  Worked out once per run, direction and window (four checks ask for
-    the flows' active window); the checks only read it."""
+    and mean packet size) at both ends, expected rate.  Worked out once per run, direction and
+    window (four checks ask for the flows' active window); the checks only read it."""
     memo = run.__dict__.setdefault("_qdisc_intervals", {})
     if (direction, a, b) not in memo:
         memo[(direction, a, b)] = _qdisc_intervals_of(run, direction, a, b)
