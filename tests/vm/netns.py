@@ -49,13 +49,11 @@ class Path:
         for n in (self.snd, self.rtr, self.rcv):
             sh("ip", "netns", "add", n)
             ns(n, "ip", "link", "set", "lo", "up")
-        sh("ip", "link", "add", "s0", "netns", self.snd, "type", "veth",
-           "peer", "r-snd", "netns", self.rtr)
-        sh("ip", "link", "add", "c0", "netns", self.rcv, "type", "veth",
-           "peer", "r-rcv", "netns", self.rtr)
-        for n, dev, host in ((self.snd, "s0", "1.1"), (self.rtr, "r-snd", "1.2"),
-                             (self.rtr, "r-rcv", "2.2"), (self.rcv, "c0", "2.1")):
-            ns(n, "ip", "addr", "add", f"{self.NET}.{host}/24", "dev", dev)
+        for a, b in self.links():
+            sh("ip", "link", "add", a[1], "netns", a[0], "type", "veth",
+               "peer", b[1], "netns", b[0])
+        for n, dev, ip in (end for link in self.links() for end in link):
+            ns(n, "ip", "addr", "add", f"{ip}/24", "dev", dev)
             ns(n, "ip", "link", "set", dev, "up")
             ns(n, "ethtool", "-K", dev, "tso", "off", "gso", "off", "gro", "off")
             if self.SINGLE_RX_CPU:
@@ -64,14 +62,10 @@ class Path:
         # permanent neighbour entries on both ends of both links: netem drops ARP like any other
         # packet, and a router whose three ARP requests all fell to a 20 % loss answers the
         # sender's SYN with "No route to host" (in-VM CI run, Spline's switch test)
-        ends = {(n, dev): (f"{self.NET}.{host}", self._mac(n, dev))
-                for n, dev, host in ((self.snd, "s0", "1.1"), (self.rtr, "r-snd", "1.2"),
-                                     (self.rtr, "r-rcv", "2.2"), (self.rcv, "c0", "2.1"))}
-        for here, there in (((self.snd, "s0"), (self.rtr, "r-snd")),
-                            ((self.rtr, "r-rcv"), (self.rcv, "c0"))):
-            for a, b in ((here, there), (there, here)):
-                ip, mac = ends[b]
-                ns(a[0], "ip", "neigh", "replace", ip, "lladdr", mac, "dev", a[1],
+        for a, b in self.links():
+            for (n, dev, _), (other, other_dev, ip) in ((a, b), (b, a)):
+                mac = json.loads(ns(other, "ip", "-j", "link", "show", "dev", other_dev).stdout)
+                ns(n, "ip", "neigh", "replace", ip, "lladdr", mac[0]["address"], "dev", dev,
                    "nud", "permanent")
         ns(self.snd, "ip", "route", "add", "default", "via", f"{self.NET}.1.2")
         ns(self.rcv, "ip", "route", "add", "default", "via", f"{self.NET}.2.2")
@@ -82,9 +76,11 @@ class Path:
             for setting in self.EXTRA_SYSCTLS:
                 ns(n, "sysctl", "-qw", setting)
 
-    @staticmethod
-    def _mac(name, dev):
-        return json.loads(ns(name, "ip", "-j", "link", "show", "dev", dev).stdout)[0]["address"]
+    def links(self):
+        """The two links, each as its two ends (namespace, device, address): sender-router,
+        router-receiver."""
+        return (((self.snd, "s0", f"{self.NET}.1.1"), (self.rtr, "r-snd", f"{self.NET}.1.2")),
+                ((self.rtr, "r-rcv", f"{self.NET}.2.2"), (self.rcv, "c0", f"{self.NET}.2.1")))
 
     def shape(self, data_netem, ack_netem=None):
         """Replace the router's root qdiscs: netem towards the receiver (and the sender)."""

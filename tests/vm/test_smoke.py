@@ -86,12 +86,10 @@ def test_qdisc_is_netem_on_the_router(lossy_path):
 
 def test_no_arp_crosses_the_lossy_link(lossy_path):
     """Both ends of both links know each other's MAC for good: netem's loss cannot take ARP."""
-    for name, dev, other in ((lossy_path.rtr, "r-rcv", lossy_path.rcv_ip),
-                             (lossy_path.rcv, "c0", f"{lossy_path.NET}.2.2"),
-                             (lossy_path.rtr, "r-snd", f"{lossy_path.NET}.1.1"),
-                             (lossy_path.snd, "s0", f"{lossy_path.NET}.1.2")):
-        out = ns(name, "ip", "neigh", "show", other, "dev", dev).stdout
-        assert "PERMANENT" in out, f"{name} {dev}: {out!r}"
+    for a, b in lossy_path.links():
+        for (name, dev, _), (_, _, other) in ((a, b), (b, a)):
+            out = ns(name, "ip", "neigh", "show", other, "dev", dev).stdout
+            assert "PERMANENT" in out, f"{name} {dev}: {out!r}"
 
 
 @pytest.mark.parametrize("cca", CCAS)
