@@ -3,7 +3,7 @@
 PYTHON ?= python3
 VM_TIMEOUT ?= 4500
 
-.PHONY: student-release check test host-tests kmod-test kmod-build vm-image vm-test vm-test-kernel2 vm-test-nightly test-student \
+.PHONY: student-release check test host-tests kmod-test kmod-build vm-image vm-test vm-test-kernel2 vm-test-kernel2-long vm-test-nightly test-student \
 	grader-venv test-nightly scorecard clean help
 
 help:
@@ -11,7 +11,8 @@ help:
 	@echo "make test       host tests, module builds, the in-VM suite, the module tests on 6.12, then test-student (builds the QEMU image)"
 	@echo "make vm-image   build (or reuse) the QEMU lab image"
 	@echo "make vm-test    run the in-VM suite only"
-	@echo "make vm-test-kernel2  the in-VM module tests (tests/vm/test_kmod.py) on the image's second kernel, Debian's 6.12"
+	@echo "make vm-test-kernel2  the in-VM module tests (tests/vm/test_kmod.py) on the image's second kernel, Debian's 6.12,"
+	@echo "                      but those marked kernel2_nightly (make vm-test-kernel2-long runs them all)"
 	@echo "make test-student  the student release's VM under systemd, every lab in JupyterLab through a headless browser"
 	@echo "make grader-venv   a Python the grader's sandbox user can run (/opt/cclab-grader)"
 	@echo "make test-nightly  the tests kept out of make test for their time (marked nightly)"
@@ -43,21 +44,28 @@ vm-image:
 # engine, the link emulation, the kernel modules, the lab command.  The labs themselves run in
 # test-student, as a student runs them.
 VM_PYTEST = python3 -m pytest -v -p no:cacheprovider --durations=0 --durations-min=2
-# $(call vm_suite,TESTS): the guest's command for an in-VM run of TESTS, between guest-diag.sh's
-# start and report, which names the kernel it runs on.
+# $(call vm_suite,MARKERS,TESTS): the guest's command for an in-VM run of the TESTS that MARKERS
+# (a pytest -m expression) selects, between guest-diag.sh's start and report, which names the
+# kernel it runs on.
 vm_suite = sh -c 'vm/guest-diag.sh start; echo "[guest] kernel $$(uname -r)"; \
-	  $(VM_PYTEST) -m "not nightly" $(1); rc=$$?; vm/guest-diag.sh report; exit $$rc'
+	  $(VM_PYTEST) -m "$(1)" $(2); rc=$$?; vm/guest-diag.sh report; exit $$rc'
 vm-test: vm-image
 	$(PYTHON) -m pytest -v -p no:cacheprovider -m "not nightly" tests/vmhost
-	vm/run.sh --timeout $(VM_TIMEOUT) -- $(call vm_suite,tests/vm)
+	vm/run.sh --timeout $(VM_TIMEOUT) -- $(call vm_suite,not nightly,tests/vm)
 
 # The kit's modules on the image's second kernel (vm/build-image.sh installs Debian's 6.12 series
 # beside the default 6.1, with the modules built by DKMS for it): the module tests, in a guest
-# started as vm-test starts its own, booted with that kernel.
+# started as vm-test starts its own, booted with that kernel.  make test leaves out there the
+# long experiments marked kernel2_nightly (vm-test runs them on the default kernel);
+# vm-test-kernel2-long runs the whole module suite there, them included, for make test-nightly.
 VM_KERNEL2 ?= 6.12
 VM_KERNEL2_TIMEOUT ?= 1800
 vm-test-kernel2: vm-image
-	vm/run.sh --kernel $(VM_KERNEL2) --timeout $(VM_KERNEL2_TIMEOUT) -- $(call vm_suite,tests/vm/test_kmod.py)
+	vm/run.sh --kernel $(VM_KERNEL2) --timeout $(VM_KERNEL2_TIMEOUT) -- \
+	  $(call vm_suite,not nightly and not kernel2_nightly,tests/vm/test_kmod.py)
+vm-test-kernel2-long: vm-image
+	vm/run.sh --kernel $(VM_KERNEL2) --timeout $(VM_KERNEL2_TIMEOUT) -- \
+	  $(call vm_suite,not nightly,tests/vm/test_kmod.py)
 
 # The nightly tests: on the host, `make scorecard` as the README writes it, in a clean clone.
 # No in-VM test is nightly (a guest booted for none would fail: pytest collects nothing);
@@ -122,7 +130,7 @@ test:
 test-vagrant:
 	$(PYTHON) -m pytest -v -p no:cacheprovider -s tests/vagrant
 
-test-nightly: vm-test-nightly
+test-nightly: vm-test-nightly vm-test-kernel2-long
 
 # The repository a course hands to students (no solutions, hidden tests or grading material).
 student-release:
