@@ -501,19 +501,34 @@ def shape_key(experiment) -> str | None:
     return "\n".join(lines)
 
 
-def settings_scripts(experiment, before) -> dict[str, str]:
-    """Each node's script that turns the network of the run of `before` into one for
-    `experiment` (same shape_key): the root qdiscs `before` installed removed, then
-    `experiment`'s qdiscs and sysctls.  Every node has one (it ends with the node's snapshot)."""
+def run_settings(experiment) -> dict[str, list[list[str]]]:
+    """Each node's plan commands that are a run's settings (is_setting), in plan order."""
     cmds: dict[str, list[list[str]]] = {node: [] for node in interfaces(experiment.link)}
-    for node, dev in root_qdiscs(before):
-        cmds[node].append(tc.teardown(dev))
-    if getattr(before, "rto_min", None) is not None and getattr(experiment, "rto_min", None) is None:
-        for h in hosts(experiment.link):                    # the default route without rto_min
-            cmds[h].append(rto_route(experiment, h))
     for node, argv in plan(experiment):
         if is_setting(node, argv):
             cmds[node].append(argv)
+    return cmds
+
+
+def settings_scripts(experiment, before) -> dict[str, str]:
+    """Each node's script that turns the network of the run of `before` into one for
+    `experiment` (same shape_key): the root qdiscs `before` installed removed, then
+    `experiment`'s qdiscs and sysctls; each script ends with the node's snapshot.
+    A node whose settings are the same commands for both runs, and that has a root qdisc in
+    neither, gets no script: it is already as the run wants it, and its last snapshot still
+    holds (an idle pair's hosts, which cost a shell each under software emulation).  A node with
+    a root qdisc always gets one: each run's qdiscs are made anew, their counters at zero."""
+    now, was = run_settings(experiment), run_settings(before)
+    queued = {node for node, _ in root_qdiscs(before) + root_qdiscs(experiment)}
+    cmds: dict[str, list[list[str]]] = {}
+    for node, settings in now.items():
+        if node not in queued and settings == was.get(node):
+            continue
+        cmds[node] = [tc.teardown(dev) for n, dev in root_qdiscs(before) if n == node]
+        if (node in hosts(experiment.link) and getattr(before, "rto_min", None) is not None
+                and getattr(experiment, "rto_min", None) is None):
+            cmds[node].append(rto_route(experiment, node))      # the default route without it
+        cmds[node] += settings
     return {node: script(c) for node, c in cmds.items()}
 
 
@@ -682,15 +697,17 @@ class Network:
 
     def _configure(self, scripts: dict[str, str], links: dict | None = None) -> None:
         """Each node's script, then its snapshot queries, in one shell per node.  With `links`
-        (each node's link answers from an earlier snapshot) the links are not asked again."""
+        (each node's link answers from an earlier snapshot) the links are not asked again, and
+        a node without a script keeps its earlier snapshot (settings_scripts)."""
         queries = snapshot_queries(self.experiment, links=links is None)
         names = list(scripts)
         outs = run_in_all([
             (self.net[name], ["sh", "-c", scripts[name] + "".join(
                 line + "\n" for line in snapshot_lines(queries.get(name, [])))],
              "setting up the node", True) for name in names])
-        self.snapshot = {name: {**(links or {}).get(name, {}), **read_snapshot(out)}
-                         for name, out in zip(names, outs)}
+        fresh = {name: {**(links or {}).get(name, {}), **read_snapshot(out)}
+                 for name, out in zip(names, outs)}
+        self.snapshot = fresh if links is None else {**self.snapshot, **fresh}
         if links is None:
             check_macs(self.experiment.link, self.snapshot)
 

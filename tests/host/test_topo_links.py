@@ -9,7 +9,7 @@ import pytest
 
 from cclab import topo
 from cclab.profiles import KIT_DIR as KIT
-from cclab.spec import Experiment, Flow
+from cclab.spec import Experiment, Flow, Hold
 
 
 def experiment(pairs):
@@ -361,7 +361,9 @@ def test_settings_scripts_remove_the_last_runs_qdiscs_then_apply_the_next_runs(t
     after = Experiment(name="u", profile="wired", override={"pairs": 1, "down": {"loss": 0}},
                        flows=[Flow(cca="reno")])
     scripts = topo.settings_scripts(after, before)
-    assert set(scripts) == set(topo.interfaces(after.link))
+    # the routers hold the shaped link's qdiscs; the sender's congestion control changed; the
+    # receiver's settings did not, so it has no script
+    assert set(scripts) == {topo.R1, topo.R2, "cc-s1"}, sorted(scripts)
     for node, text in scripts.items():
         assert not re.search(r"^(ip|ethtool|unshare) ", text, re.M), (node, text)
         assert "ip_forward" not in text
@@ -373,6 +375,49 @@ def test_settings_scripts_remove_the_last_runs_qdiscs_then_apply_the_next_runs(t
     assert "net.ipv4.tcp_congestion_control=reno" in scripts["cc-s1"]
     fresh = topo.node_scripts(after)
     assert "net.ipv4.tcp_congestion_control=reno" in fresh["cc-s1"]
+
+
+def test_a_kept_network_leaves_nodes_whose_settings_did_not_change_alone(monkeypatch):
+    """On a kept network, a node whose settings are the same as the last run's and that holds
+    no root qdisc gets no script (an idle pair's hosts); one whose settings changed, and every
+    node with a root qdisc, gets one.  The untouched nodes keep their last snapshot."""
+    before = Experiment(name="b", profile="wired", override={"pairs": 3},
+                        flows=[Flow(cca="cubic", pair=1)])
+    after = Experiment(name="a", profile="wired", override={"pairs": 3, "down": {"loss": 1}},
+                       flows=[Flow(cca="reno", pair=1)])
+    assert topo.shape_key(before) == topo.shape_key(after)
+    scripts = topo.settings_scripts(after, before)
+    qdisc_nodes = {n for n, _ in topo.root_qdiscs(after)}
+    assert qdisc_nodes and qdisc_nodes <= set(scripts)
+    changed = {n for n, text in scripts.items() if "tcp_congestion_control=reno" in text}
+    assert changed == {"cc-s1"}, changed
+    idle = {"cc-s2", "cc-c2", "cc-s3", "cc-c3"}
+    assert not idle & set(scripts), sorted(scripts)
+    assert topo.settings_scripts(before, before).keys() == qdisc_nodes
+    # held ACKs: the receiving host's plug is a root qdisc, so its host gets a script both ways
+    held = Experiment(name="h", profile="wired", override={"pairs": 3},
+                      flows=[Flow(cca="cubic", pair=1)], hold=[Hold(start=1.0, duration=1.0)])
+    hold_nodes = {n for n, _ in topo.hold_devs(held)}
+    assert hold_nodes and hold_nodes <= set(topo.settings_scripts(held, before))
+    assert hold_nodes <= set(topo.settings_scripts(before, held))
+
+    # Network._configure: the nodes that ran a script get a new snapshot, the others keep theirs
+    net = topo.Network(before)
+    net.net = {n: n for n in topo.interfaces(before.link)}
+    net.snapshot = {n: {("link", ""): f"links of {n}", ("sysctl", ""): f"old {n}"}
+                    for n in topo.interfaces(before.link)}
+    ran = []
+
+    def fake_run_in_all(jobs, timeout=30):
+        ran.extend(node for node, *_ in jobs)
+        return [f"{topo.SNAPSHOT_MARK} sysctl \nnew {node}\n" for node, *_ in jobs]
+
+    monkeypatch.setattr(topo, "run_in_all", fake_run_in_all)
+    net.reconfigure(after)
+    assert set(ran) == set(scripts)
+    for n in topo.interfaces(after.link):
+        assert net.snapshot[n][("link", "")] == f"links of {n}"
+        assert net.snapshot[n][("sysctl", "")] == (f"new {n}\n" if n in scripts else f"old {n}"), n
 
 
 def test_links_are_made_set_up_and_moved_from_the_root_namespace_in_one_script():

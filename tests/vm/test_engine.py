@@ -714,11 +714,14 @@ def test_a_kept_network_gives_each_run_its_own_settings(tmp_path):
     def shells():
         return set(state.kit_shells())
 
-    def sender_route():
-        """cc-s1's default route, read in its namespace (through its node shell)."""
-        (pid,) = [p for p, name in state.kit_shells().items() if name == "cc-s1"]
-        return subprocess.run(["nsenter", "-t", str(pid), "-n", "ip", "route", "show", "default"],
+    def in_node(node, *argv):
+        """A command's output in the node's namespace (through its node shell)."""
+        (pid,) = [p for p, name in state.kit_shells().items() if name == node]
+        return subprocess.run(["nsenter", "-t", str(pid), "-n", *argv],
                               capture_output=True, text=True, check=True).stdout.strip()
+
+    def sender_route():
+        return in_node("cc-s1", "ip", "route", "show", "default")
 
     def loss_of(man):
         qs = man["tc"]["cc-r1"]["cc-r1-core"]["qdisc"] + man["tc"]["cc-r2"]["cc-r2-core"]["qdisc"]
@@ -730,6 +733,13 @@ def test_a_kept_network_gives_each_run_its_own_settings(tmp_path):
         assert "rto_min" not in sender_route()
         (b,) = runner.run(exp("keep-b", "cubic", {"down": {"loss": 0}}, rto_min=5), out=tmp_path)
         assert shells() == first_shells and first_shells
+        # the receiver's settings did not change, so run b left it alone (topo.settings_scripts):
+        # its record is still what the node has
+        live = in_node("cc-c1", "sysctl", "-n", "net.ipv4.tcp_congestion_control",
+                       "net.ipv4.tcp_rmem")
+        mb_rcv = results.read_manifest(b)["sysctls"]["cc-c1"]
+        assert live.splitlines() == [mb_rcv["net.ipv4.tcp_congestion_control"],
+                                     mb_rcv["net.ipv4.tcp_rmem"]], (live, mb_rcv)
         # rto_min is a run's setting: set on the kept network, then taken away by the next run
         route = sender_route()
         print(f"\nafter a run with rto_min 5 s: {route}")
