@@ -276,7 +276,8 @@ class End:
     @property
     def mac(self) -> str:
         """The interface's MAC, fixed when the link is made: locally administered, unicast,
-        02:cc then the four bytes of its IPv4 address (unique in the dumbbell)."""
+        02:cc then the four bytes of its IPv4 address (unique where the addresses are: the
+        dumbbell, lab 5's two paths)."""
         return "02:cc:" + ":".join(f"{int(b):02x}" for b in self.addr.split("."))
 
 
@@ -289,16 +290,23 @@ def links(profile: Profile) -> list[tuple[End, End]]:
     return out
 
 
-def neighbour_plan(profile: Profile) -> list[tuple[str, list[str]]]:
-    """Permanent neighbour entries on both ends of every link, for the other end's address and
-    MAC.  netem drops ARP like any packet: without them a lost ARP request holds a flow's (or
-    the idle pings') first packets for a second or more on a lossy link."""
+def neighbour_entries(pairs: list[tuple[End, End]]) -> list[tuple[str, list[str]]]:
+    """(node, argv): permanent neighbour entries on both ends of each link of `pairs`, for the
+    other end's address and MAC (End.mac: each link made with those MACs).  netem drops ARP like
+    any packet: without them a lost ARP request holds a flow's (or the idle pings') first
+    packets for a second or more on a lossy link, and a router whose requests all fall to the
+    loss answers "No route to host"."""
     cmds = []
-    for a, b in links(profile):
+    for a, b in pairs:
         for here, there in ((a, b), (b, a)):
             cmds.append((here.node, ["ip", "neigh", "replace", there.addr, "lladdr", there.mac,
                                      "dev", here.dev, "nud", "permanent"]))
     return cmds
+
+
+def neighbour_plan(profile: Profile) -> list[tuple[str, list[str]]]:
+    """The dumbbell's permanent neighbour entries: both ends of every link (neighbour_entries)."""
+    return neighbour_entries(links(profile))
 
 
 def neighbour_lines(profile: Profile) -> dict[str, list[str]]:

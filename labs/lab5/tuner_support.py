@@ -347,32 +347,38 @@ class TwoPaths:
             raise
         return self
 
+    def links(self):
+        """Each link's two ends (cclab.topo.End: node, interface, address): the client with
+        each path's router, each router with its server."""
+        from cclab.topo import End
+        out = []
+        for p, i in (("a", 1), ("b", 2)):
+            rtr, srv = f"rtr-{p}", f"srv-{p}"
+            out += [(End("cli", f"{p}0", f"10.51.{i}.2"), End(rtr, "c", f"10.51.{i}.1")),
+                    (End(rtr, "s", f"10.52.{i}.1"), End(srv, "e0", f"10.52.{i}.2"))]
+        return out
+
     def _build(self):
+        from cclab.topo import neighbour_entries
         load_modules()
         for n in self.ns.values():
             sh("ip", "netns", "add", n)
             sh("ip", "-n", n, "link", "set", "lo", "up")
-        links = []
-        for p, i in (("a", 1), ("b", 2)):
-            rtr, srv = f"rtr-{p}", f"srv-{p}"
-            links += [("cli", f"{p}0", f"10.51.{i}.2/24", rtr, "c", f"10.51.{i}.1/24"),
-                      (rtr, "s", f"10.52.{i}.1/24", srv, "e0", f"10.52.{i}.2/24")]
-        for n1, d1, a1, n2, d2, a2 in links:
-            sh("ip", "link", "add", d1, "netns", self.ns[n1], "type", "veth", "peer", "name", d2,
-               "netns", self.ns[n2])
-            for n, d, a in ((n1, d1, a1), (n2, d2, a2)):
-                sh("ip", "-n", self.ns[n], "addr", "add", a, "dev", d)
-                sh("ip", "-n", self.ns[n], "link", "set", d, "up")
+        links = self.links()
+        for a, b in links:
+            # each end with the MAC its neighbour entry on the other end names (End.mac)
+            sh("ip", "link", "add", a.dev, "address", a.mac, "netns", self.ns[a.node], "type",
+               "veth", "peer", "name", b.dev, "address", b.mac, "netns", self.ns[b.node])
+            for end in (a, b):
+                sh("ip", "-n", self.ns[end.node], "addr", "add", f"{end.addr}/24", "dev", end.dev)
+                sh("ip", "-n", self.ns[end.node], "link", "set", end.dev, "up")
                 # one packet per MTU through netem: no segmentation offloads
-                self.run(n, "ethtool", "-K", d, "tso", "off", "gso", "off", "gro", "off", check=False)
+                self.run(end.node, "ethtool", "-K", end.dev, "tso", "off", "gso", "off", "gro",
+                         "off", check=False)
         # each end knows the other's MAC for good: netem drops ARP like any other packet, and a
         # router whose ARP requests all fall to path B's loss refuses the connection
-        for n1, d1, a1, n2, d2, a2 in links:
-            for here, dev, there, tdev, addr in ((n1, d1, n2, d2, a2), (n2, d2, n1, d1, a1)):
-                mac = json.loads(sh("ip", "-j", "-n", self.ns[there], "link", "show", "dev",
-                                    tdev).stdout)[0]["address"]
-                sh("ip", "-n", self.ns[here], "neigh", "replace", addr.split("/")[0], "lladdr",
-                   mac, "dev", dev, "nud", "permanent")
+        for node, argv in neighbour_entries(links):
+            sh("ip", "-n", self.ns[node], *argv[1:])
         for p, i in (("a", 1), ("b", 2)):
             sh("ip", "-n", self.ns["cli"], "route", "add", f"10.52.{i}.0/24", "via", f"10.51.{i}.1")
             sh("ip", "-n", self.ns[f"srv-{p}"], "route", "add", "default", "via", f"10.52.{i}.1")

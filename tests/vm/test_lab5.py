@@ -2,6 +2,8 @@
 path read through tcp_info, the switch to BBR on the lossy one, and nothing left behind.  The
 notebook itself runs as a student runs it, in JupyterLab as the lab user (tests/student)."""
 
+import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -18,6 +20,18 @@ ref = ts.load_reference()
 def test_driver_reads_tcp_info_switches_and_cleans_up():
     before = namespaces()
     with ts.TwoPaths() as net:
+        # no ARP through path B's loss: every link end has a permanent entry for the other
+        # end, with the MAC that end really has
+        for a, b in net.links():
+            for here, there in ((a, b), (b, a)):
+                def ip_j(end, *argv):
+                    return json.loads(subprocess.run(
+                        ["ip", "-j", "-n", net.ns[end.node], *argv], capture_output=True,
+                        text=True, check=True).stdout)
+                mac = ip_j(there, "link", "show", "dev", there.dev)[0]["address"]
+                entries = ip_j(here, "neigh", "show", "dev", here.dev)
+                assert [(e["dst"], e["lladdr"], e["state"]) for e in entries] == [
+                    (there.addr, mac, ["PERMANENT"])], (here, entries)
         ka, kb = net.key("a"), net.key("b")
         assert ka == "10.51.1.1" and kb == "10.51.2.1"
         clean = net.connect_once("a", "htcp", 0.4)
