@@ -527,15 +527,19 @@ def settings_scripts(experiment, before) -> dict[str, str]:
     holds (an idle pair's hosts, which cost a shell each under software emulation).  A node with
     a root qdisc always gets one: each run's qdiscs are made anew, their counters at zero."""
     now, was = run_settings(experiment), run_settings(before)
-    queued = {node for node, _ in root_qdiscs(before) + root_qdiscs(experiment)}
+    old_qdiscs = root_qdiscs(before)
+    queued = {node for node, _ in old_qdiscs + root_qdiscs(experiment)}
+    # the hosts whose default route loses the last run's rto_min
+    rto_dropped = (getattr(before, "rto_min", None) is not None
+                   and getattr(experiment, "rto_min", None) is None)
+    unset_rto = set(hosts(experiment.link)) if rto_dropped else set()
     cmds: dict[str, list[list[str]]] = {}
     for node, settings in now.items():
         if node not in queued and settings == was.get(node):
             continue
-        cmds[node] = [tc.teardown(dev) for n, dev in root_qdiscs(before) if n == node]
-        if (node in hosts(experiment.link) and getattr(before, "rto_min", None) is not None
-                and getattr(experiment, "rto_min", None) is None):
-            cmds[node].append(rto_route(experiment, node))      # the default route without it
+        cmds[node] = [tc.teardown(dev) for n, dev in old_qdiscs if n == node]
+        if node in unset_rto:
+            cmds[node].append(rto_route(experiment, node))
         cmds[node] += settings
     return {node: script(c) for node, c in cmds.items()}
 

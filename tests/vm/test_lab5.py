@@ -3,7 +3,6 @@ path read through tcp_info, the switch to BBR on the lossy one, and nothing left
 notebook itself runs as a student runs it, in JupyterLab as the lab user (tests/student)."""
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -13,6 +12,7 @@ sys.path.insert(0, str(LAB5))
 
 import tuner_support as ts  # noqa: E402
 from lab_notebooks import namespaces  # noqa: E402
+from netns import ns  # noqa: E402
 
 ref = ts.load_reference()
 
@@ -22,12 +22,11 @@ def test_driver_reads_tcp_info_switches_and_cleans_up():
     with ts.TwoPaths() as net:
         # no ARP through path B's loss: every link end has a permanent entry for the other
         # end, with the MAC that end really has
+        def ip_j(end, *argv):
+            return json.loads(ns(net.ns[end.node], "ip", "-j", *argv).stdout)
+
         for a, b in net.links():
             for here, there in ((a, b), (b, a)):
-                def ip_j(end, *argv):
-                    return json.loads(subprocess.run(
-                        ["ip", "-j", "-n", net.ns[end.node], *argv], capture_output=True,
-                        text=True, check=True).stdout)
                 mac = ip_j(there, "link", "show", "dev", there.dev)[0]["address"]
                 entries = ip_j(here, "neigh", "show", "dev", here.dev)
                 assert [(e["dst"], e["lladdr"], e["state"]) for e in entries] == [
