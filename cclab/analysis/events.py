@@ -80,6 +80,16 @@ def search_norm_diff(run: RunData) -> pd.DataFrame:
                          "state": mi["cwnd_gain"]}).reset_index(drop=True)
 
 
+def search_thresh(run: RunData) -> float:
+    """THRESH as the run's tcp_search had it (its module parameters, in per mille), else the
+    module's default SEARCH_THRESH."""
+    th = ((run.manifest.get("module_params") or {}).get("tcp_search") or {}).get("thresh")
+    try:
+        return int(th) / 1000 if th is not None else SEARCH_THRESH
+    except (TypeError, ValueError):
+        return SEARCH_THRESH
+
+
 def search_exits(run: RunData) -> pd.DataFrame:
     """search:search_exit events (search.csv) with norm_diff as a fraction."""
     ev = run.table("search").copy()

@@ -656,44 +656,70 @@ def fct_vs_size(runs, confidence=0.95, path=None):
 
 # ---------------------------------------------------------------- the modules
 
-def norm_diff(data, exits: pd.DataFrame | None = None, thresh: float = events.SEARCH_THRESH,
-              runs=None, path=None):
-    """SEARCH's normalised delivery difference over time against THRESH.  `data` is a run (or
-    runs) -- norm_diff from ss samples, exits from search.csv -- or a frame with columns t,
-    flow, norm_diff (fraction); `exits` a frame with t, flow[, norm_diff] of exits."""
-    fig, ax = plt.subplots(figsize=(8, 4.2))
+def norm_diff(data, exits: pd.DataFrame | None = None, thresh: float | None = None,
+              runs=None, path=None, after_exit: float = 1.0):
+    """SEARCH's normalised delivery difference over time against THRESH.  `data` is a run or
+    runs -- norm_diff from ss samples, exits from search.csv, one panel per run on shared axes,
+    each with its run's own THRESH (events.search_thresh) -- or a frame with columns t, flow,
+    norm_diff (fraction), drawn in one panel; `exits` a frame with t, flow[, norm_diff] of
+    exits.  `thresh` overrides the THRESH drawn.  A flow's samples end `after_exit` s after its
+    exit: SEARCH stops measuring when slow start ends, and ss goes on showing its last value."""
     if isinstance(data, pd.DataFrame):
-        frames = [(data, exits if exits is not None else pd.DataFrame(), "")]
         runs = as_runs(runs) if runs is not None else []
+        panels = [("", data, exits if exits is not None else pd.DataFrame(),
+                   events.SEARCH_THRESH if thresh is None else thresh)]
     else:
         runs = as_runs(data)
-        frames = [(events.search_norm_diff(r), events.search_exits(r),
-                   (f" [{r.name}]" if len(runs) > 1 else "") + _tag(r)) for r in runs]
-    n = 0
+        panels = [(r.label + _tag(r), events.search_norm_diff(r), events.search_exits(r),
+                   events.search_thresh(r) if thresh is None else thresh) for r in runs]
+    cols = min(len(panels), 3)
+    rows = math.ceil(len(panels) / cols)
+    width = 8 if cols == 1 else 4.6 * cols
+    fig, axes = plt.subplots(rows, cols, figsize=(width, 3.3 * rows + 1.2), sharey=True,
+                             squeeze=False)
+    for ax, (name, df, ex, th) in zip(axes.flat, panels):
+        _norm_diff_panel(ax, df, ex, th, after_exit)
+        if name:
+            ax.set_title(name, fontsize=8, loc="left")
+    for ax in axes.flat[len(panels):]:
+        ax.set_visible(False)
+    for ax in axes[-1]:
+        ax.set_xlabel("time since run start (s)")
+    for ax in axes[:, 0]:
+        ax.set_ylabel("norm_diff = (2 prev - curr) / (2 prev)", fontsize=8 if rows > 1 else 10)
+    what = "SEARCH's normalised delivery difference against THRESH"
+    if len(panels) == 1:
+        _title(axes[0, 0], runs, what)
+    else:
+        fig.suptitle("\n".join(textwrap.fill(line, int(width * 13), subsequent_indent="    ")
+                               for line in run_title(runs, what).split("\n")),
+                     x=0.01, ha="left", fontsize=9)
+    return finish(fig, runs, path)
+
+
+def _norm_diff_panel(ax, df: pd.DataFrame, ex: pd.DataFrame, thresh: float, after_exit: float):
+    """One panel of norm_diff: each flow's samples up to `after_exit` s past its first exit,
+    the exit as a star at the value SEARCH logged, THRESH as a dotted line."""
     cmap = plt.get_cmap("tab10")
-    for df, ex, tag in frames:
-        for f, g in df.groupby("flow"):
-            c = cmap(n % 10)
-            n += 1
-            ax.plot(g["t"], g["norm_diff"], marker=".", ms=3, lw=0.9, color=c, label=f"flow {f}{tag}")
-            if ex is not None and len(ex) and "flow" in ex:
-                e = ex[ex["flow"] == f]
-                for _, row in e.iterrows():
-                    ax.axvline(row["t"], color=c, ls="--", lw=0.8)
-                    y = row.get("norm_diff", np.nan)
-                    if y is not None and math.isfinite(float(y)):
-                        ax.scatter([row["t"]], [y], marker="*", s=120, color=c, edgecolors="k", zorder=5)
-                    ax.annotate(f"exit ({row.get('reason', 'search')})", (row["t"], thresh),
-                                textcoords="offset points", xytext=(3, 8), fontsize=7, color=c)
+    n = 0
+    for f, g in df.groupby("flow"):
+        c = cmap(n % 10)
+        n += 1
+        e = ex[ex["flow"] == f].sort_values("t") if len(ex) and "flow" in ex else pd.DataFrame()
+        if len(e):
+            g = g[g["t"] <= float(e["t"].iloc[0]) + after_exit]
+        ax.plot(g["t"], g["norm_diff"], marker=".", ms=3, lw=0.9, color=c, label=f"flow {f}")
+        for _, row in e.iterrows():
+            ax.axvline(row["t"], color=c, ls="--", lw=0.8)
+            y = row.get("norm_diff", np.nan)
+            if y is not None and math.isfinite(float(y)):
+                ax.scatter([row["t"]], [y], marker="*", s=120, color=c, edgecolors="k", zorder=5,
+                           label=f"flow {f} exit ({row.get('reason', 'search')})")
     ax.axhline(thresh, color="k", lw=1, ls=":", label=f"THRESH = {thresh:g}")
     if n == 0:
         _empty(ax, "no SEARCH samples")
-    ax.set_xlabel("time since run start (s)")
-    ax.set_ylabel("norm_diff = (2 prev - curr) / (2 prev)")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    _title(ax, runs, "SEARCH's normalised delivery difference against THRESH")
-    return finish(fig, runs, path)
+    ax.legend(fontsize=7, loc="upper left")
 
 
 def spline_modes(data, runs=None, path=None):

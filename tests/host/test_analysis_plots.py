@@ -156,6 +156,30 @@ def test_norm_diff_draws_thresh_and_spline_segments(tmp_path):
     plots.plt.close(fig)
 
 
+def test_norm_diff_gives_each_run_a_panel_with_its_own_thresh(tmp_path):
+    """Runs side by side, one panel each on shared axes: each panel's THRESH is its run's
+    tcp_search parameter (the module's default without one), and a flow's line ends
+    after_exit s after its exit (ss repeats the last value once SEARCH stops measuring)."""
+    dirs = [synthetic.make_run(tmp_path / "e" / f"r{i}", experiment="e", repetition=i, seed=i,
+                               ccas=("search",), duration=2.0) for i in (1, 2)]
+    results.write_beside(dirs[1], "module_params", {"tcp_search": {"thresh": "250"}})
+    rs = data.load_runs(tmp_path)
+    assert [events.search_thresh(r) for r in rs] == [0.35, 0.25]
+    fig = plots.norm_diff(rs, after_exit=0.2)
+    panels = [ax for ax in fig.axes if ax.get_visible()]
+    assert len(panels) == 2 and panels[0].get_shared_y_axes().joined(panels[0], panels[1])
+    for ax, r, th in zip(panels, rs, (0.35, 0.25)):
+        assert ax.get_title(loc="left").startswith(r.label)
+        lines = {l.get_label(): l for l in ax.get_lines()}
+        assert list(lines[f"THRESH = {th:g}"].get_ydata()) == [th, th]
+        ex = events.search_exits(r)
+        for f, g in ex.groupby("flow"):
+            drawn = lines[f"flow {f}"].get_xdata()
+            assert max(drawn) <= g["t"].min() + 0.2
+            assert (events.search_norm_diff(r).query("flow == @f")["t"] > g["t"].min() + 0.2).any()
+    plots.plt.close(fig)
+
+
 def test_throughput_delay_draws_a_spread_ellipse_per_algorithm(runs):
     fig = plots.throughput_delay(runs)
     ellipses = [l for l in fig.axes[0].get_lines() if len(l.get_xdata()) == 100]

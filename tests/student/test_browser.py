@@ -663,6 +663,27 @@ def test_grading_is_unprivileged_and_catches_edited_numbers(grader_python, dist,
     assert float(rows["probe"]["score"]) == possible       # the probe's cell is its only error
 
 
+def test_lab4s_geo_runs_show_search_leaving_before_loss():
+    """Lab 4's GEO runs, as the student's browser made them (600 ms RTT, an 8-BDP drop-tail
+    queue): every SEARCH download, whatever its THRESH and window, leaves slow start by SEARCH's
+    own test (search:search_exit's reason, not a loss) past the BDP, and Cubic without HyStart
+    overshoots into loss on the same path."""
+    sys.path[:0] = [str(KIT / "labs"), str(KIT / "notebooks")]
+    import kmodlab
+    kept = RUNS / "quick"
+    assert (kept / "lab4" / "record.json").is_file(), "no lab 4 run: its browser test failed"
+    ex = kmodlab.lab4_exits(kept)
+    geo = ex[ex["profile"] == "geo"]
+    print("\n" + geo[["variant", "t_exit", "cwnd_exit", "bdp", "exit_bdp", "retransmits",
+                      "reason"]].to_string())
+    search = geo[geo["variant"].str.startswith("search") & ~geo["variant"].str.startswith("search-stall")]
+    assert {"search", "search-t250-w35", "search-t350-w20"} <= set(search["variant"]), set(geo["variant"])
+    assert (search["reason"] == "search").all(), search[["variant", "reason"]].to_dict("records")
+    assert (search["exit_bdp"] > 1).all(), search[["variant", "exit_bdp"]].to_dict("records")
+    nohystart = geo[geo["variant"] == "cubic-nohystart"]
+    assert len(nohystart) and (nohystart["retransmits"] > 0).all(), nohystart.to_dict("records")
+
+
 def test_lab4s_ack_stall_shows_both_rules():
     """Lab 4's ACK-stall runs, as the student's browser made them: with SEARCH's published rule
     (stall_bins = 0) the download leaves slow start by SEARCH below the BDP, after the hold;
