@@ -93,13 +93,14 @@ grader-venv:
 # the lowest CPU priority: beside the software-emulated guest it once starved it (a lab 1 run
 # read packet spacing 1.11x and its fidelity verdict failed, so the grader rightly scored it 0).
 # The autograders are built on the host first (otter assign takes minutes a lab in the guest).
-# At its end it prints what each lab's quick mode cost beyond its flows (a figure, not a test).
+# pytest prints the duration of every test phase of 2 s or more; at its end it prints what each
+# lab's quick mode cost beyond its flows (a figure, not a test).
 DIST = build/dist
 STUDENT_RUNS := build/student-runs/$(shell date -u +%Y%m%d-%H%M%S)
 test-student: vm-image grader-venv
 	$(PYTHON) grading/build.py lab1 lab2 lab3 lab4 lab5 --out $(DIST)
 	CCLAB_DIST=$(DIST) CCLAB_STUDENT_RUNS=$(STUDENT_RUNS) CCLAB_GRADER_PYTHON=$(GRADER_VENV)/bin/python \
-	  $(PYTHON) -m pytest -v -p no:cacheprovider -s tests/student
+	  $(PYTHON) -m pytest -v -p no:cacheprovider -s --durations=0 --durations-min=2 tests/student
 	@echo "== what each lab's quick mode cost beyond its flows in this guest (a figure, not a test)"
 	@$(PYTHON) bench/lab_overhead.py --kept $(STUDENT_RUNS) || echo "bench/lab_overhead.py: no table (see above)"
 

@@ -113,6 +113,22 @@ def test_jupyter_service_enabled_with_token_auth():
             shutil.rmtree(notebooks, ignore_errors=True)
 
 
+def test_a_notebooks_first_cell_builds_no_parser():
+    """Otter's cell that opens every lab notebook, in the lab VM's Python: it imports nbformat,
+    and so jsonschema, whose format checkers must not build a grammar parser at import (lark:
+    rfc3987-syntax's Earley parser took 10 s of the cell's 20 under emulation).  The time is
+    printed, a figure and not a test."""
+    script = ("import sys, time; t = time.monotonic(); import otter; otter.Notebook('lab1.ipynb'); "
+              "print(time.monotonic() - t, ' '.join(sorted(m for m in ('lark', 'rfc3987_syntax') "
+              "if m in sys.modules)))")
+    r = subprocess.run(["/opt/cclab/venv/bin/python3", "-c", script], cwd="/kit/notebooks",
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    took, *parsers = r.stdout.split()
+    print(f"\n  import otter and otter.Notebook(): {float(took):.1f} s")
+    assert not parsers, f"importing otter built a grammar parser: {parsers} imported"
+
+
 def test_lab_user_can_capture(tmp_path):
     user = unit_field("User")
     out = f"/tmp/cclab-capture-{os.getpid()}.pcap"
