@@ -166,15 +166,19 @@ def run_title(runs: list[RunData], what: str = "") -> str:
     return "\n".join([head] + body)
 
 
+def _title_text(runs, what: str, width_in: float) -> str:
+    """What a figure shows, the experiment, the profile and its link, wrapped to `width_in`."""
+    text = run_title(runs, what) if runs else what
+    return "\n".join(textwrap.fill(line, int(width_in * 13), subsequent_indent="    ")
+                     for line in text.split("\n"))
+
+
 def _title(ax, runs, what: str, width_in: float | None = None):
     """Title an axes with what it shows, the experiment, the profile and its link, wrapped
     to the figure's width."""
     if width_in is None:
         width_in = ax.figure.get_size_inches()[0]
-    text = run_title(runs, what) if runs else what
-    text = "\n".join(textwrap.fill(line, int(width_in * 13), subsequent_indent="    ")
-                     for line in text.split("\n"))
-    ax.set_title(text, fontsize=8 if width_in < 8 else 9, loc="left")
+    ax.set_title(_title_text(runs, what, width_in), fontsize=8 if width_in < 8 else 9, loc="left")
 
 
 # ---------------------------------------------------------------- time series
@@ -691,9 +695,7 @@ def norm_diff(data, exits: pd.DataFrame | None = None, thresh: float | None = No
     if len(panels) == 1:
         _title(axes[0, 0], runs, what)
     else:
-        fig.suptitle("\n".join(textwrap.fill(line, int(width * 13), subsequent_indent="    ")
-                               for line in run_title(runs, what).split("\n")),
-                     x=0.01, ha="left", fontsize=9)
+        fig.suptitle(_title_text(runs, what, width), x=0.01, ha="left", fontsize=9)
     return finish(fig, runs, path)
 
 

@@ -663,15 +663,24 @@ def test_grading_is_unprivileged_and_catches_edited_numbers(grader_python, dist,
     assert float(rows["probe"]["score"]) == possible       # the probe's cell is its only error
 
 
+def _lab4_runs():
+    """kmodlab (lab 4's analysis, as the notebook imports it) and the folder of the runs lab 4's
+    browser test kept."""
+    for d in (KIT / "notebooks", KIT / "labs"):
+        if str(d) not in sys.path:
+            sys.path.insert(0, str(d))
+    import kmodlab
+    kept = RUNS / "quick"
+    assert (kept / "lab4" / "record.json").is_file(), "no lab 4 run: its browser test failed"
+    return kmodlab, kept
+
+
 def test_lab4s_geo_runs_show_search_leaving_before_loss():
     """Lab 4's GEO runs, as the student's browser made them (600 ms RTT, an 8-BDP drop-tail
     queue): every SEARCH download, whatever its THRESH and window, leaves slow start by SEARCH's
     own test (search:search_exit's reason, not a loss) past the BDP, and Cubic without HyStart
     overshoots into loss on the same path."""
-    sys.path[:0] = [str(KIT / "labs"), str(KIT / "notebooks")]
-    import kmodlab
-    kept = RUNS / "quick"
-    assert (kept / "lab4" / "record.json").is_file(), "no lab 4 run: its browser test failed"
+    kmodlab, kept = _lab4_runs()
     ex = kmodlab.lab4_exits(kept)
     geo = ex[ex["profile"] == "geo"]
     print("\n" + geo[["variant", "t_exit", "cwnd_exit", "bdp", "exit_bdp", "retransmits",
@@ -688,10 +697,7 @@ def test_lab4s_ack_stall_shows_both_rules():
     """Lab 4's ACK-stall runs, as the student's browser made them: with SEARCH's published rule
     (stall_bins = 0) the download leaves slow start by SEARCH below the BDP, after the hold;
     with the reset (stall_bins = 3) it leaves by SEARCH only past the BDP."""
-    sys.path[:0] = [str(KIT / "labs"), str(KIT / "notebooks")]
-    import kmodlab
-    kept = RUNS / "quick"
-    assert (kept / "lab4" / "record.json").is_file(), "no lab 4 run: its browser test failed"
+    kmodlab, kept = _lab4_runs()
     st = kmodlab.lab4_stall(kept)
     print("\n" + st[["variant", "hold_start", "hold_s", "cwnd_at_hold", "cwnd_exit", "bdp",
                      "exit_bdp", "reason"]].to_string())

@@ -28,6 +28,7 @@ vm/run.sh --kernel 6.12): every test asks the running kernel (uname -r), none as
    rmmod of idle modules; afterwards dmesg has gained no WARN, BUG, oops or UBSAN line. One
    emulator artefact is reported apart and does not fail: see emulator_artefact().
 """
+import contextlib
 import glob
 import os
 import re
@@ -701,18 +702,14 @@ def test_stress_rtt_5s(mods, path):
     def client(cca):
         data[cca] = path.iperf3("-p", str(ports[cca]), "-C", cca, "-t", "12", timeout=90)
 
-    watchers = {cca: SsWatcher(path, available(), port) for cca, port in ports.items()}
-    for w in watchers.values():
-        w.__enter__()
-    try:
+    with contextlib.ExitStack() as stack:
+        watchers = {cca: stack.enter_context(SsWatcher(path, available(), port))
+                    for cca, port in ports.items()}
         threads = [threading.Thread(target=client, args=(cca,)) for cca in ports]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
-    finally:
-        for w in watchers.values():
-            w.__exit__(None, None, None)
     for cca in ports:
         assert "error" not in data[cca], (cca, data[cca].get("error"))
         assert watchers[cca].busiest()["ccs"] == {cca}, (cca, watchers[cca].seen)
