@@ -405,14 +405,16 @@ def test_the_table_and_the_verdicts_read_the_same_thresholds(monkeypatch, lab2_r
 # quick-mode files behind a row that compares samples, and the flow time each lab had before
 # they ran three connections per algorithm (labkit.flow_seconds(lab, "quick")); lab 3 since has
 # the document's own loss test too (ack-loss-20: its six 2 s flows end 28 s in) and the ablation
-# of Spline (six loss files of three 2 s connections ending 8.3 s in, four 8 s share pairs: 89.8 s)
+# of Spline (six loss files of three 2 s connections ending 8.3 s in, four 8 s share pairs: 89.8 s);
+# lab 2's P=1 runs BBR and CUBIC two more times each (four 3 s flows, 4.5 s apart: 18 s more), as
+# their ratio row computes an interval now; the other algorithms there still run once
 INTERVAL_FILES = {"lab1": ("wired", "wifi"), "lab2": ("p1", "p10"),
                   "lab3": ("ack-loss-20", "loss-00", "loss-01", "loss-02", "loss-05", "loss-10",
                            "loss-20", "ablate-loss-recovery-growth", "ablate-loss-no-loss-cut",
                            "ablate-loss-no-drain-test", "ablate-loss-published-floor",
                            "ablate-loss-no-loss-reactions", "ablate-loss-pacing-up-only"),
                   "lab4": ("wifi-default", "wifi-params")}
-QUICK_FLOW_SECONDS = {"lab1": 78.0, "lab2": 78.5, "lab3": 107.5 + 28.0 + 89.8, "lab4": 139.0 + 34.0}
+QUICK_FLOW_SECONDS = {"lab1": 78.0, "lab2": 78.5 + 18.0, "lab3": 107.5 + 28.0 + 89.8, "lab4": 139.0 + 34.0}
 
 
 def test_quick_mode_compares_one_run_or_three_never_two():
@@ -428,6 +430,8 @@ def test_quick_mode_compares_one_run_or_three_never_two():
             for f in exp.flows:
                 n[f.cca] = n.get(f.cca, 0) + exp.repetitions
             assert all(x == 1 or x >= 3 for x in n.values()), f"{lab}/quick/{name}: {n}"
+            if (lab, name) == ("lab2", "p1"):            # the BBR/CUBIC ratio's interval
+                assert n["bbr"] >= 3 and n["cubic"] >= 3, n
             if lab in ("lab3", "lab4"):
                 assert min(n.values()) >= 3, f"{lab}/quick/{name}: {n}"
         assert labkit.flow_seconds(lab, "quick") <= QUICK_FLOW_SECONDS[lab], lab
@@ -454,6 +458,23 @@ def test_a_band_is_judged_on_the_whole_interval(monkeypatch, lab2_run):
     assert by_claim(scorecard.starlink_rows({"full": lab2_run}))[LAB2_CLAIMS[0]]["verdict"] == "inconclusive"
     monkeypatch.setattr(labkit, "goodput", goodput({"bbr": three(3.0, 0.05), "cubic": three(2.0, 0.05)}))
     assert by_claim(scorecard.starlink_rows({"full": lab2_run}))[LAB2_CLAIMS[0]]["verdict"] == "differs"
+
+
+def test_quick_p1_judges_the_ratio_on_intervals_and_the_field_by_ties(monkeypatch, lab2_run):
+    """Quick mode's P=1: BBR and CUBIC three times, the others once.  The ratio row is judged on
+    the two intervals and says so; the field's row says which algorithms had intervals and that
+    the single runs were compared by the tie rule."""
+    p1 = {"bbr": three(8.9, 0.3), "cubic": three(3.5, 0.2), "hybla": [4.0], "reno": [3.2]}
+    monkeypatch.setattr(labkit, "goodput", goodput(p1))
+    r = by_claim(scorecard.starlink_rows({"quick": lab2_run}))
+    ratio, best = r[LAB2_CLAIMS[0]], r[LAB2_CLAIMS[2]]
+    assert "3 runs each, 95 % intervals" in ratio["why"] and "n=3" in ratio["quick"], ratio
+    # 95 % t-intervals of three (t = 4.30): BBR above 8.16, CUBIC below 4.00, so the ratio is 2.04 or more
+    assert ratio["verdict"] == "reproduced", ratio
+    assert "3 runs of BBR and CUBIC (95 % intervals), one of each other algorithm" in best["why"], best
+    monkeypatch.setattr(labkit, "goodput", goodput(dict(p1, cubic=[2.0, 3.5, 5.0])))
+    ratio = by_claim(scorecard.starlink_rows({"quick": lab2_run}))[LAB2_CLAIMS[0]]
+    assert ratio["verdict"] == "inconclusive", ratio     # CUBIC's interval reaches past 8.9 / 2
 
 
 def test_provenance_reads_the_verdicts_beside_the_manifests_in_a_fresh_process(tmp_path):

@@ -369,6 +369,7 @@ def run_all_cells(guest, browser, path: str, shots: Path) -> tuple[dict, float, 
     # a workspace of its own: JupyterLab's default one would open the earlier notebooks again
     # (their tabs, their kernels) beside this one
     space = re.sub(r"[^A-Za-z0-9]", "-", path)
+    marks = [("start", time.monotonic())]
     try:
         page.goto(f"{guest.base}/lab/workspaces/{space}/tree/{path}?token={guest.token}")
         page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=300_000)
@@ -376,12 +377,14 @@ def run_all_cells(guest, browser, path: str, shots: Path) -> tuple[dict, float, 
         page.wait_for_function(
             "() => /\\|\\s*Idle/.test(document.getElementById('jp-main-statusbar')"
             "?.textContent || '')", timeout=300_000, polling=1000)
+        marks.append(("opened, kernel idle", time.monotonic()))
         page.screenshot(path=str(shots / "opened.png"))
         page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
         page.get_by_text("Run All Cells", exact=True).click()
         began = time.monotonic()
         wait_for_run_all(guest, page, path)
         took = time.monotonic() - began
+        marks.append(("Run All", time.monotonic()))
         page.keyboard.press("Control+s")
         time.sleep(3)
         plots = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-OutputArea-output img")
@@ -389,6 +392,7 @@ def run_all_cells(guest, browser, path: str, shots: Path) -> tuple[dict, float, 
             plots.nth(i).scroll_into_view_if_needed()
             plots.nth(i).screenshot(path=str(shots / f"plot-{i + 1}.png"))
         shown = plots.count()
+        marks.append((f"saved, {shown} plot shots", time.monotonic()))
         # the whole notebook in one picture: JupyterLab scrolls inside its own panel, so the
         # window is made as tall as the notebook first
         tall = page.evaluate("() => [...document.querySelectorAll("
@@ -400,9 +404,13 @@ def run_all_cells(guest, browser, path: str, shots: Path) -> tuple[dict, float, 
                       ".forEach(e => { if (e.scrollTop) e.scrollTop = 0; })")      # from its top
         time.sleep(1)
         page.screenshot(path=str(shots / "notebook.png"))
+        marks.append(("whole-notebook shot", time.monotonic()))
     finally:
         page.close()
         guest.shut_down_kernel(path)
+    marks.append(("kernel shut down", time.monotonic()))
+    # where the time in the browser went besides the cells (a figure, not a test)
+    print(f"{path}: " + ", ".join(f"{name} {b - a:.1f} s" for (_, a), (name, b) in zip(marks, marks[1:])))
     return guest.api(f"/api/contents/{path}?content=1")["content"], took, shown
 
 
