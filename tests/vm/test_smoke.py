@@ -15,7 +15,7 @@ import pytest
 from netns import Path, iperf3_json, ns
 
 CCAS = ("reno", "cubic", "vegas", "bbr")
-DURATION = 10
+DURATION = 5
 AVAILABLE = set(open("/proc/sys/net/ipv4/tcp_available_congestion_control").read().split()) | set(CCAS)
 
 
