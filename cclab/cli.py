@@ -2,7 +2,7 @@
 
     cclab run SPEC [--quick] [--out DIR]   run an experiment file (all repetitions)
     cclab check FILE                       validate an experiment (or a profile) file, run nothing
-    cclab schema [experiment|profile]      the JSON Schema of those files, for editors
+    cclab schema [experiment|profile|paths]  the JSON Schema of those files, for editors
     cclab profiles                         list the link profiles
     cclab shell SPEC                       Mininet's CLI on the experiment's shaped dumbbell
     cclab clean                            remove what a killed run left behind
@@ -48,6 +48,16 @@ def cmd_check(a) -> int:
     from . import profiles, spec, topo
     from pathlib import Path
     table = profiles.load_toml(Path(a.spec), "experiment")
+    if "profile" not in table and "path" in table:
+        # a paths file (topologies/paths/*.toml): lab 5's kind of topology
+        from . import paths
+        try:
+            ps = paths.from_dict(table)
+        except SpecError as e:
+            raise e.in_file(a.spec) from None
+        print(f"{Path(a.spec).stem}: paths, " + "; ".join(
+            f"{x.key} {x.name} {x.rate / 1e6:g} Mbit/s {x.delay * 1e3:g} ms {x.loss:g} % loss" for x in ps))
+        return 0
     if "profile" not in table and ({"down", "up"} & set(table)):
         # a profile file (topologies/*.toml): it shapes a link and runs nothing
         try:
@@ -141,8 +151,8 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("spec")
     c.add_argument("--plan", action="store_true", help="print the configuration commands")
     c.set_defaults(func=cmd_check)
-    s = sub.add_parser("schema", help="print the JSON Schema of experiment or profile files")
-    s.add_argument("kind", nargs="?", default="experiment", choices=("experiment", "profile"))
+    s = sub.add_parser("schema", help="print the JSON Schema of experiment, profile or paths files")
+    s.add_argument("kind", nargs="?", default="experiment", choices=("experiment", "profile", "paths"))
     s.set_defaults(func=cmd_schema)
     p = sub.add_parser("profiles", help="list link profiles")
     p.set_defaults(func=cmd_profiles)

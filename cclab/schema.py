@@ -339,6 +339,37 @@ class ProfileModel(Model):
         return self
 
 
+# ---------------------------------------------------------------- paths (lab 5's topology)
+
+MAX_PATHS = 4                  # paths from one client (lab 5 has two)
+
+
+class PathModel(Model):
+    """One [[path]] of a paths file: a router and a server of its own, the router's egress
+    towards the server shaped by netem (the data direction; the ACKs are not delayed)."""
+    key: Annotated[str, StringConstraints(strict=True, pattern=r"^[a-z]$")] = Field(
+        description="one letter: the path's name in interface and node names (a, b, ...)")
+    name: Name = Field(description="what the path is (\"clean\", \"lossy\")")
+    rate: Rate()
+    delay: Duration(MAX_DELAY, "one-way delay towards the server: the path's RTT") = 0.0
+    loss: Percent = 0.0
+    limit: Count(1, MAX_PACKETS, "netem's queue limit in packets") = 1000
+
+
+class PathsModel(Model):
+    """A paths file (topologies/paths/*.toml): one client, a server behind each path."""
+    summary: Text = ""
+    path: Annotated[list[PathModel], Field(min_length=1, max_length=MAX_PATHS)]
+
+    @model_validator(mode="after")
+    def _distinct(self):
+        for field in ("key", "name"):
+            seen = [getattr(p, field) for p in self.path]
+            if len(set(seen)) != len(seen):
+                _refuse(f"path.{field}", f"each path needs its own {field}, got {seen}")
+        return self
+
+
 # ---------------------------------------------------------------- experiments
 
 class FlowModel(Model):
@@ -621,7 +652,7 @@ def _partial(node):
 
 
 def json_schema(kind: str = "experiment") -> dict:
-    """The JSON Schema of an experiment file or of a profile file."""
+    """The JSON Schema of an experiment file, a profile file or a paths file."""
     if kind == "profile":
         doc = _strip_nulls(ProfileModel.model_json_schema())
         title = "cclab link profile (topologies/*.toml)"
@@ -637,8 +668,11 @@ def json_schema(kind: str = "experiment") -> dict:
                         ["description"])
         doc["properties"]["override"] = override
         title = "cclab experiment (examples/*.toml, labs/*/*/*.toml)"
+    elif kind == "paths":
+        doc = _strip_nulls(PathsModel.model_json_schema())
+        title = "cclab paths (topologies/paths/*.toml: one client, a server behind each path)"
     else:
-        raise ValueError(f"unknown schema {kind!r} (experiment or profile)")
+        raise ValueError(f"unknown schema {kind!r} (experiment, profile or paths)")
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", **doc, "title": title}
 
 

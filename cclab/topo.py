@@ -14,7 +14,8 @@ routes, sysctls, offloads and qdiscs; node "root" is the machine's own namespace
 link is made, its offloads and receive steering set, and its ends moved into their nodes
 (`link_plan()`).  `Network` starts the nodes, runs the root namespace's script, then each
 node's (its plan, then a permanent neighbour entry on both ends of every link for the other,
-`neighbour_plan()`: netem would drop ARP like any other packet).
+`neighbour_plan()`: netem would drop ARP like any other packet).  Making nodes and links is
+`Nodes`, which lab 5's paths (cclab.paths) are built with too.
 """
 
 from __future__ import annotations
@@ -244,26 +245,36 @@ def steering(devs: list[str]) -> list[str]:
 ROOT = "root"
 
 
-def link_plan(profile: Profile) -> list[list[str]]:
-    """The root namespace's commands: every link made (a veth pair, each end with its MAC),
-    the offloads off (netem must see real packets, not 64 KB GSO super-packets) unless the
-    profile keeps them, receive steering on (steering()), then each end moved into its node
-    (`netns NODE`: the node's namespace, by the pid of its shell when the script runs)."""
-    ends = [e for link in links(profile) for e in link]
+def veth_plan(pairs: list[tuple["End", "End"]], offloads: bool = False) -> list[list[str]]:
+    """The root namespace's commands for the links `pairs`: every link made (a veth pair, each
+    end with its MAC), the offloads off (netem must see real packets, not 64 KB GSO
+    super-packets) unless `offloads`, receive steering on (steering()), then each end moved
+    into its node (`netns NODE`: the node's namespace, by the pid of its shell when the script
+    runs)."""
+    ends = [e for link in pairs for e in link]
     cmds = [["ip", "link", "add", "name", a.dev, "address", a.mac, "type", "veth", "peer",
-             "name", b.dev, "address", b.mac] for a, b in links(profile)]
-    if not profile.offloads:
+             "name", b.dev, "address", b.mac] for a, b in pairs]
+    if not offloads:
         cmds += [["ethtool", "-K", e.dev, "tso", "off", "gso", "off", "gro", "off"] for e in ends]
     cmds.append(steering([e.dev for e in ends]))
     cmds += [["ip", "link", "set", "dev", e.dev, "netns", e.node] for e in ends]
     return cmds
 
 
+def link_plan(profile: Profile) -> list[list[str]]:
+    """The dumbbell's links (veth_plan), with the offloads the profile asks for."""
+    return veth_plan(links(profile), profile.offloads)
+
+
+def veth_script(cmds: list[list[str]], pids: dict[str, int]) -> str:
+    """A veth_plan() as one shell script, each node named by its shell's pid."""
+    return script([argv[:-1] + [str(pids[argv[-1]])] if argv[-2:-1] == ["netns"] else argv
+                   for argv in cmds])
+
+
 def root_script(profile: Profile, pids: dict[str, int]) -> str:
     """link_plan() as one shell script, each node named by its shell's pid."""
-    cmds = [argv[:-1] + [str(pids[argv[-1]])] if argv[-2:-1] == ["netns"] else argv
-            for argv in link_plan(profile)]
-    return script(cmds)
+    return veth_script(link_plan(profile), pids)
 
 
 @dataclass(frozen=True)
@@ -591,22 +602,22 @@ def run_in_all(jobs, timeout: float = 30) -> list[str]:
     return outs
 
 
-def make_topo(profile: Profile):
+def make_topo(pairs: list[tuple["End", "End"]]):
+    """Mininet's Topo of the nodes and links `pairs` (the dumbbell's links(), or lab 5's
+    paths.links()): a host per node, each link with its two ends' names and MACs (End.mac: the
+    neighbour entries need them)."""
     from mininet.topo import Topo
 
-    class Dumbbell(Topo):
+    class Planned(Topo):
         def build(self):
-            self.addHost(R1, ip=None)
-            self.addHost(R2, ip=None)
-            # each link made with its two ends' MACs (End.mac): the neighbour entries need them
-            for a, b in links(profile):
+            for a, b in pairs:
                 for e in (a, b):
                     if e.node not in self.nodes():
                         self.addHost(e.node, ip=None)
                 self.addLink(a.node, b.node, intfName1=a.dev, intfName2=b.dev,
                              addr1=a.mac, addr2=b.mac)
 
-    return Dumbbell()
+    return Planned()
 
 
 @contextmanager
@@ -629,19 +640,24 @@ def own_socket_tables(buckets: int, path: str = CHILD_EHASH):
             f.write(before)
 
 
-class Network:
-    """The Mininet network of one run.  `on_node(name, pid)` reports every namespace as it
-    comes up, so the run's state file lists it before anything else can go wrong."""
+class Nodes:
+    """The kit's nodes and links in Mininet: a shell per node, each in a network namespace of
+    its own (with a TCP socket table of its own), and the links `pairs` between them, made in
+    the machine's namespace and moved into their nodes in one script.  `on_node(name, pid)`
+    reports every namespace as it comes up, so a caller's state file lists it before anything
+    else can go wrong; every shell runs as "bash ... mininet:cc-<name>", so `cclab clean`
+    finds what a killed process left.  The dumbbell (Network) and lab 5's paths
+    (paths.PathsNetwork) are built on it."""
 
-    def __init__(self, experiment, on_node=lambda name, pid: None):
-        self.experiment = experiment
+    def __init__(self, pairs: list[tuple["End", "End"]], on_node=lambda name, pid: None):
+        self.pairs = pairs
         self.on_node = on_node
         self.net = None
         self.socket_buckets = None     # each node's TCP socket table, or None: the machine's
-        self.snapshot = {}             # node -> read_snapshot() of its setup script's output
-        self.key = None                # shape_key() of what it was built for, once it is
 
-    def start(self) -> None:
+    def start_nodes(self, root_text) -> None:
+        """Start every node, then run `root_text(pids)`: the root namespace's script that makes
+        the links and moves their ends into the nodes (veth_script)."""
         from mininet.link import Intf, Link
         from mininet.log import setLogLevel
         from mininet.net import Mininet
@@ -649,33 +665,32 @@ class Network:
 
         class PlannedIntf(Intf):
             """An interface Mininet leaves as the link made it: the link gave it its MAC, and
-            the node's script (node_scripts) addresses it, brings it up and checks the MAC.
-            Mininet's own configuration runs ifconfig four times per interface through the
-            node's shell: about a second per dumbbell in the software-emulated VM."""
+            the node's script addresses it, brings it up and checks the MAC.  Mininet's own
+            configuration runs ifconfig four times per interface through the node's shell:
+            about a second per dumbbell in the software-emulated VM."""
 
             def config(self, **params):
                 return {}
 
         class PlannedLink(Link):
-            """A link the root namespace's script (root_script) has made and moved into its
-            nodes already: Mininet only records its two interfaces."""
+            """A link the root namespace's script has made and moved into its nodes already:
+            Mininet only records its two interfaces."""
 
             @classmethod
             def makeIntfPair(cls, *args, **kwargs):
                 return None
 
-        link = self.experiment.link
-        topo = make_topo(link)
+        topo = make_topo(self.pairs)
 
         class PlannedNet(Mininet):
             """Mininet's network whose build() is the kit's plan: the root namespace's script
             makes every link and moves its ends into their nodes, and Mininet records them.
             Mininet's own build() would configure each host's interfaces through its shell;
-            the nodes' scripts do that (see _configure)."""
+            the nodes' scripts do that."""
 
             def build(net):
                 pids = {h.name: h.pid for h in net.hosts}
-                r = subprocess.run(["sh", "-c", root_script(link, pids)],
+                r = subprocess.run(["sh", "-c", root_text(pids)],
                                    capture_output=True, text=True, timeout=60)
                 if r.returncode != 0:
                     err = " / ".join(ln.strip() for ln in r.stderr.splitlines() if ln.strip())
@@ -691,37 +706,6 @@ class Network:
         with own_socket_tables(NODE_SOCKET_BUCKETS) as self.socket_buckets:
             self._add_nodes(topo)
         self.net.build()
-        # plan() node by node, each node's commands and its neighbour entries (no ARP during a
-        # run: each end of every link knows the other's MAC for good), then its snapshot
-        # queries, in one shell per node, the nodes' shells side by side (no node's commands
-        # depend on another's)
-        self._configure(node_scripts(self.experiment))
-        self.key = shape_key(self.experiment)
-
-    def reconfigure(self, experiment) -> None:
-        """Make this network, configured for the run of self.experiment, the network of a run
-        of `experiment` (the same shape_key): its qdiscs and sysctls, and a new snapshot (its
-        links as the first one saw them: a kept network's links do not change)."""
-        before, self.experiment = self.experiment, experiment
-        links = {name: {k: v for k, v in answers.items() if k[0] == "link"}
-                 for name, answers in self.snapshot.items()}
-        self._configure(settings_scripts(experiment, before), links)
-
-    def _configure(self, scripts: dict[str, str], links: dict | None = None) -> None:
-        """Each node's script, then its snapshot queries, in one shell per node.  With `links`
-        (each node's link answers from an earlier snapshot) the links are not asked again, and
-        a node without a script keeps its earlier snapshot (settings_scripts)."""
-        queries = snapshot_queries(self.experiment, links=links is None)
-        names = list(scripts)
-        outs = run_in_all([
-            (self.net[name], ["sh", "-c", scripts[name] + "".join(
-                line + "\n" for line in snapshot_lines(queries.get(name, [])))],
-             "setting up the node", True) for name in names])
-        fresh = {name: {**(links or {}).get(name, {}), **read_snapshot(out)}
-                 for name, out in zip(names, outs)}
-        self.snapshot = fresh if links is None else {**self.snapshot, **fresh}
-        if links is None:
-            check_macs(self.experiment.link, self.snapshot)
 
     def shells(self) -> set[int]:
         """The pids of the nodes' shells (each holds its node's namespace)."""
@@ -763,7 +747,52 @@ class Network:
                     h.terminate()
                 except Exception:
                     pass
-            for a, b in links(self.experiment.link):
+            for a, b in self.pairs:
                 for end in (a, b):
                     if os.path.exists(f"/sys/class/net/{end.dev}"):
                         subprocess.run(["ip", "link", "del", end.dev], capture_output=True)
+
+
+class Network(Nodes):
+    """The Mininet network of one run: the dumbbell of its experiment's profile."""
+
+    def __init__(self, experiment, on_node=lambda name, pid: None):
+        super().__init__(links(experiment.link), on_node)
+        self.experiment = experiment
+        self.snapshot = {}             # node -> read_snapshot() of its setup script's output
+        self.key = None                # shape_key() of what it was built for, once it is
+
+    def start(self) -> None:
+        link = self.experiment.link
+        self.start_nodes(lambda pids: root_script(link, pids))
+        # plan() node by node, each node's commands and its neighbour entries (no ARP during a
+        # run: each end of every link knows the other's MAC for good), then its snapshot
+        # queries, in one shell per node, the nodes' shells side by side (no node's commands
+        # depend on another's)
+        self._configure(node_scripts(self.experiment))
+        self.key = shape_key(self.experiment)
+
+    def reconfigure(self, experiment) -> None:
+        """Make this network, configured for the run of self.experiment, the network of a run
+        of `experiment` (the same shape_key): its qdiscs and sysctls, and a new snapshot (its
+        links as the first one saw them: a kept network's links do not change)."""
+        before, self.experiment = self.experiment, experiment
+        links = {name: {k: v for k, v in answers.items() if k[0] == "link"}
+                 for name, answers in self.snapshot.items()}
+        self._configure(settings_scripts(experiment, before), links)
+
+    def _configure(self, scripts: dict[str, str], links: dict | None = None) -> None:
+        """Each node's script, then its snapshot queries, in one shell per node.  With `links`
+        (each node's link answers from an earlier snapshot) the links are not asked again, and
+        a node without a script keeps its earlier snapshot (settings_scripts)."""
+        queries = snapshot_queries(self.experiment, links=links is None)
+        names = list(scripts)
+        outs = run_in_all([
+            (self.net[name], ["sh", "-c", scripts[name] + "".join(
+                line + "\n" for line in snapshot_lines(queries.get(name, [])))],
+             "setting up the node", True) for name in names])
+        fresh = {name: {**(links or {}).get(name, {}), **read_snapshot(out)}
+                 for name, out in zip(names, outs)}
+        self.snapshot = fresh if links is None else {**self.snapshot, **fresh}
+        if links is None:
+            check_macs(self.experiment.link, self.snapshot)

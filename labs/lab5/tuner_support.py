@@ -11,8 +11,9 @@ What is here:
   ones: when the tuner picks algorithm A for key K, it gets the next recorded connection that ran A
   towards K (cycling), so a seeded tuner gives the same table every time; `seed_sweep()` replays
   them with many seeds, to see how often each outcome comes up;
-- `TwoPaths`: namespaces cli, rtr-a, rtr-b, srv-a, srv-b built with `ip netns`, veth and netem on
-  each router's egress towards its server (the data direction): path A clean, path B lossy;
+- `TwoPaths`: the engine's two paths (cclab.paths, topologies/paths/two-paths.toml: a client, and
+  per path a router with netem on its egress towards its server, the data direction: path A
+  clean, path B lossy), with a sink on each server and the client's sockets;
 - `connect_once()`: one TCP connection from the client namespace: TCP_CONGESTION set before connect,
   data sent for a fixed time, TCP_INFO read just before an abortive close;
 - `run_live()`: a tuner choosing live, connection after connection, on both paths;
@@ -33,7 +34,6 @@ import struct
 import subprocess
 import sys
 import time
-import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -277,24 +277,21 @@ def seed_sweep(make_tuner, conns, n_per_key: int, seeds, keys=None):
 
 
 # ------------------------------------------------------------------------------------------ topology
-def sh(*args, check=True):
-    r = subprocess.run([str(a) for a in args], capture_output=True, text=True)
-    if check and r.returncode != 0:
-        raise RuntimeError(f"{' '.join(map(str, args))}: {r.stderr.strip()}")
-    return r
+# The two paths are the engine's (cclab.paths, topologies/paths/two-paths.toml): a client, and
+# behind each path a router that shapes the data direction and a server.  What is lab 5's own:
+# the algorithms loaded, a sink on each server, and the client's sockets.  The engine is
+# imported only where the paths are built, as root in the lab VM (the kit is two folders up):
+# this file also runs alone, beside a notebook or in the grader's sandbox.
+PATHS_FILE = "two-paths"
 
 
-@dataclass
-class PathSpec:
-    name: str
-    rate: str = "20mbit"
-    delay: str = "20ms"
-    loss: float = 0.0              # percent, on the data direction
-    limit: int = 1000              # netem queue, packets
-
-
-CLEAN = PathSpec("clean")
-LOSSY = PathSpec("lossy", loss=10.0)
+def kit_paths():
+    """The engine's cclab.paths, from the kit this file is part of."""
+    kit = str(HERE.parents[1])
+    if kit not in sys.path:
+        sys.path.insert(0, kit)
+    from cclab import paths
+    return paths
 
 SINK = r"""
 import socket, threading
@@ -315,7 +312,7 @@ while True:
 
 def load_modules():
     for m in ("tcp_bbr", "tcp_htcp", "tcp_dctcp", "sch_netem"):
-        sh("modprobe", m, check=False)
+        subprocess.run(["modprobe", m], capture_output=True)
     have = Path("/proc/sys/net/ipv4/tcp_available_congestion_control").read_text().split()
     missing = [a for a in ARMS if a not in have]
     if missing:
@@ -323,95 +320,53 @@ def load_modules():
 
 
 class TwoPaths:
-    """cli --a0-- rtr-a --s-- srv-a (10.52.1.2)    path A: `a` spec
-       cli --b0-- rtr-b --s-- srv-b (10.52.2.2)    path B: `b` spec
-    The client reaches each server through its own gateway (10.51.1.1, 10.51.2.1), so each path
-    is its own key.  netem (delay, rate, loss, queue limit) sits on each router's egress towards
-    its server: the data direction.  The ACK direction has no delay, so the RTT is the delay."""
+    """Path a (`a`, clean by default) and path b (`b`, lossy) from one client, built as root by
+    the engine (cclab.paths.PathsNetwork), with a sink listening on each server.  Each path is
+    its own key: the gateway of the client's route to its server (10.51.1.1, 10.51.2.1)."""
 
-    def __init__(self, a: PathSpec = CLEAN, b: PathSpec = LOSSY):
-        tag = uuid.uuid4().hex[:6]
-        self.ns = {r: f"l5-{tag}-{r}" for r in ("cli", "rtr-a", "rtr-b", "srv-a", "srv-b")}
-        self.specs = {"a": a, "b": b}
-        self.dst = {"a": "10.52.1.2", "b": "10.52.2.2"}
+    def __init__(self, a=None, b=None):
+        """`a`, `b`: cclab.paths.PathSpec for each path; by default two-paths.toml's clean and
+        lossy paths."""
+        from dataclasses import replace
+        self.kp = kit_paths()
+        clean, lossy = self.kp.load(PATHS_FILE)
+        self.specs = {"a": replace(a or clean, key="a"), "b": replace(b or lossy, key="b")}
+        self.names = {p: s.name for p, s in self.specs.items()}
+        self.net = self.kp.PathsNetwork((self.specs["a"], self.specs["b"]))
+        self.dst = {p: self.kp.address(self.net.paths, p) for p in ("a", "b")}
         self.procs: list[subprocess.Popen] = []
 
-    def run(self, node, *args, check=True):
-        return sh("ip", "netns", "exec", self.ns[node], *args, check=check)
-
     def __enter__(self):
+        load_modules()
+        self.net.__enter__()
         try:
-            self._build()
+            for p in ("a", "b"):
+                self.procs.append(self.net.node(self.kp.server(p)).popen(
+                    [sys.executable, "-c", SINK], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+            self.client = NetnsThread(self.net.netns(self.kp.CLIENT))
+            for p in ("a", "b"):
+                self._wait_listening(p)
         except BaseException:
             self.__exit__(None, None, None)
             raise
         return self
 
     def links(self):
-        """Each link's two ends (cclab.topo.End: node, interface, address): the client with
-        each path's router, each router with its server."""
-        from cclab.topo import End
-        out = []
-        for p, i in (("a", 1), ("b", 2)):
-            rtr, srv = f"rtr-{p}", f"srv-{p}"
-            out += [(End("cli", f"{p}0", f"10.51.{i}.2"), End(rtr, "c", f"10.51.{i}.1")),
-                    (End(rtr, "s", f"10.52.{i}.1"), End(srv, "e0", f"10.52.{i}.2"))]
-        return out
-
-    def _build(self):
-        from cclab.topo import neighbour_entries
-        load_modules()
-        for n in self.ns.values():
-            sh("ip", "netns", "add", n)
-            sh("ip", "-n", n, "link", "set", "lo", "up")
-        links = self.links()
-        for a, b in links:
-            # each end with the MAC its neighbour entry on the other end names (End.mac)
-            sh("ip", "link", "add", a.dev, "address", a.mac, "netns", self.ns[a.node], "type",
-               "veth", "peer", "name", b.dev, "address", b.mac, "netns", self.ns[b.node])
-            for end in (a, b):
-                sh("ip", "-n", self.ns[end.node], "addr", "add", f"{end.addr}/24", "dev", end.dev)
-                sh("ip", "-n", self.ns[end.node], "link", "set", end.dev, "up")
-                # one packet per MTU through netem: no segmentation offloads
-                self.run(end.node, "ethtool", "-K", end.dev, "tso", "off", "gso", "off", "gro",
-                         "off", check=False)
-        # each end knows the other's MAC for good: netem drops ARP like any other packet, and a
-        # router whose ARP requests all fall to path B's loss refuses the connection
-        for node, argv in neighbour_entries(links):
-            sh("ip", "-n", self.ns[node], *argv[1:])
-        for p, i in (("a", 1), ("b", 2)):
-            sh("ip", "-n", self.ns["cli"], "route", "add", f"10.52.{i}.0/24", "via", f"10.51.{i}.1")
-            sh("ip", "-n", self.ns[f"srv-{p}"], "route", "add", "default", "via", f"10.52.{i}.1")
-            self.run(f"rtr-{p}", "sysctl", "-qw", "net.ipv4.ip_forward=1")
-            s = self.specs[p]
-            args = ["delay", s.delay, "rate", s.rate, "limit", str(s.limit)]
-            if s.loss:
-                args += ["loss", f"{s.loss}%"]
-            sh("tc", "-n", self.ns[f"rtr-{p}"], "qdisc", "replace", "dev", "s", "root", "netem", *args)
-        for k, v in (("net.ipv4.tcp_no_metrics_save", "1"),     # no per-destination memory
-                     ("net.ipv4.tcp_wmem", "4096 16384 16777216"),
-                     ("net.ipv4.tcp_rmem", "4096 131072 16777216")):
-            for n in ("cli", "srv-a", "srv-b"):
-                self.run(n, "sysctl", "-qw", f"{k}={v}")
-        for p in ("a", "b"):
-            self.procs.append(subprocess.Popen(
-                ["ip", "netns", "exec", self.ns[f"srv-{p}"], sys.executable, "-c", SINK],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        self.client = NetnsThread(self.ns["cli"])
-        for p in ("a", "b"):
-            self._wait_listening(p)
+        """Each link's two ends (cclab.topo.End: node, interface, address)."""
+        return self.net.pairs
 
     def _wait_listening(self, p, timeout=20.0):
+        from cclab.topo import run_in
         end = time.monotonic() + timeout
+        node = self.net.node(self.kp.server(p))
         while time.monotonic() < end:
-            out = self.run(f"srv-{p}", "ss", "-ltnH", f"sport = :{PORT}", check=False).stdout
-            if out.strip():
+            if run_in(node, ["ss", "-ltnH", f"sport = :{PORT}"], check=False).strip():
                 return
             time.sleep(0.1)
-        raise RuntimeError(f"the sink on srv-{p} did not start")
+        raise RuntimeError(f"the sink on path {p}'s server did not start")
 
     def key(self, p: str) -> str:
-        return gateway_key(self.ns["cli"], self.dst[p])
+        return self.net.route_gateway(self.dst[p])
 
     def connect_once(self, p: str, alg: str, duration: float, switch=None) -> dict:
         return self.client.call(connect_once, self.dst[p], alg, duration, switch)
@@ -423,11 +378,7 @@ class TwoPaths:
         for pr in self.procs:
             pr.kill()
             pr.wait()
-        for n in self.ns.values():
-            pids = sh("ip", "netns", "pids", n, check=False).stdout.split()
-            for pid in pids:
-                sh("kill", "-9", pid, check=False)
-            sh("ip", "netns", "del", n, check=False)
+        self.net.__exit__(*exc)          # every node's shell ends, and its namespace with it
         return False
 
 
@@ -435,7 +386,7 @@ LAB_COMMAND = "/usr/local/sbin/cclab-lab-run"     # the lab user's one privilege
 
 
 class RemotePaths:
-    """TwoPaths for an unprivileged notebook, with the same face (specs, key, connect_once).
+    """TwoPaths for an unprivileged notebook, with the same face (names, key, connect_once).
     The lab command (`sudo cclab-lab-run lab5-paths`, labs/lab_command.py) builds the two paths
     as root and keeps them while this object lives.  Its standard input is one end of a Unix
     socket pair: for each connection this side asks for a socket, and the command makes a TCP
@@ -443,11 +394,10 @@ class RemotePaths:
     itself -- the algorithm, the data, TCP_INFO, the tuner's switch -- runs here, as the student.
     Closing the pair ends the command, which removes the namespaces."""
 
-    def __init__(self, a: PathSpec = CLEAN, b: PathSpec = LOSSY):
-        if (a, b) != (CLEAN, LOSSY):
+    def __init__(self, a=None, b=None):
+        if (a, b) != (None, None):
             raise RuntimeError("the lab command builds the lab's own two paths only; "
                                "other path specs need root")
-        self.specs = {"a": a, "b": b}
 
     def __enter__(self):
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -462,7 +412,7 @@ class RemotePaths:
             self.proc.wait()
             raise RuntimeError(f"the lab command did not build the paths: {err[-1] if err else '?'}")
         info = json.loads(hello)
-        self.keys, self.dst = info["keys"], info["dst"]
+        self.keys, self.dst, self.names = info["keys"], info["dst"], info["names"]
         return self
 
     def key(self, p: str) -> str:
@@ -488,7 +438,7 @@ class RemotePaths:
         return False
 
 
-def open_paths(a: PathSpec = CLEAN, b: PathSpec = LOSSY):
+def open_paths(a=None, b=None):
     """The two paths: built here as root, or through the lab command otherwise."""
     return TwoPaths(a, b) if os.geteuid() == 0 else RemotePaths(a, b)
 
@@ -497,7 +447,7 @@ def serve_paths(conn: socket.socket, hello, progress=None) -> None:
     """The lab command's side of RemotePaths: build the paths, say hello (keys, destinations),
     then hand over a socket made in the client's namespace per request, until the pair closes."""
     with TwoPaths() as net:
-        hello({"keys": {p: net.key(p) for p in ("a", "b")}, "dst": net.dst})
+        hello({"keys": {p: net.key(p) for p in ("a", "b")}, "dst": net.dst, "names": net.names})
         buf = b""
         while True:
             data = conn.recv(64)
@@ -516,33 +466,24 @@ def serve_paths(conn: socket.socket, hello, progress=None) -> None:
                     s.close()
 
 
-def gateway_key(netns: str | None, dst: str) -> str:
-    """The tuner's key for `dst`: the gateway of the route to it (`ip -j route get`).  Destinations
-    reached on-link have no gateway and share the key 0.0.0.0, as in bpftune."""
-    cmd = ["ip", "-j", "route", "get", dst]
-    if netns:
-        cmd = ["ip", "-n", netns] + cmd[1:]
-    routes = json.loads(sh(*cmd).stdout or "[]")
-    return routes[0].get("gateway", "0.0.0.0") if routes else "0.0.0.0"
-
-
 class NetnsThread:
     """One worker thread moved into a network namespace with setns(2) (a thread's network namespace
     is its own): sockets it creates live in that namespace."""
 
     CLONE_NEWNET = 0x40000000
 
-    def __init__(self, name: str):
-        self.pool = ThreadPoolExecutor(max_workers=1, initializer=self._enter, initargs=(name,))
+    def __init__(self, netns: str):
+        """`netns`: the namespace's file (/proc/<pid>/ns/net of a process inside it)."""
+        self.pool = ThreadPoolExecutor(max_workers=1, initializer=self._enter, initargs=(netns,))
         self.pool.submit(lambda: None).result()
 
     @classmethod
-    def _enter(cls, name):
+    def _enter(cls, netns):
         libc = ctypes.CDLL(None, use_errno=True)
-        fd = os.open(f"/run/netns/{name}", os.O_RDONLY)
+        fd = os.open(netns, os.O_RDONLY)
         try:
             if libc.setns(fd, cls.CLONE_NEWNET) != 0:
-                raise OSError(ctypes.get_errno(), f"setns {name}")
+                raise OSError(ctypes.get_errno(), f"setns {netns}")
         finally:
             os.close(fd)
 
@@ -618,7 +559,7 @@ MODES = {   # connections per path, seconds each
 }
 
 
-def run_live(tuner: Tuner, n: int, duration: float, a: PathSpec = CLEAN, b: PathSpec = LOSSY,
+def run_live(tuner: Tuner, n: int, duration: float, a=None, b=None,
              progress=None, record_dir=Path("submission") / "lab5"):
     """Open `n` connections to each path (alternating A, B), the tuner choosing each one's algorithm.
     Returns (log, keys): one row per connection, and {path: key}.  When `record_dir` exists (the
@@ -632,7 +573,7 @@ def run_live(tuner: Tuner, n: int, duration: float, a: PathSpec = CLEAN, b: Path
                 d = tuner.connect(keys[p])
                 r = net.connect_once(p, d.alg, duration,
                                      lambda rt, so, d=d: tuner.switch_now(d, rt, so))
-                r.update({"n": i, "path": net.specs[p].name, "key": keys[p], "acting": d.acting,
+                r.update({"n": i, "path": net.names[p], "key": keys[p], "acting": d.acting,
                           "cost": tuner.close(d, r["final_alg"], r["min_rtt_us"], r["delivery_rate"])})
                 rows.append(r)
             if progress and (i + 1) % 10 == 0:
@@ -643,7 +584,7 @@ def run_live(tuner: Tuner, n: int, duration: float, a: PathSpec = CLEAN, b: Path
     log = pd.DataFrame(rows)[cols]
     if Path(record_dir).is_dir():
         record_live(log, record_dir)
-    return log, {net.specs[p].name: keys[p] for p in ("a", "b")}
+    return log, {net.names[p]: keys[p] for p in ("a", "b")}
 
 
 LIVE_RECORD = "record.json"
@@ -670,7 +611,7 @@ def record_live(log, folder=Path("submission") / "lab5") -> Path:
     return path
 
 
-def record(per_arm: int, duration: float, a: PathSpec = CLEAN, b: PathSpec = LOSSY, progress=print):
+def record(per_arm: int, duration: float, a=None, b=None, progress=print):
     """Connections for replay: `per_arm` per algorithm per path, no tuner, no switch, round robin."""
     import pandas as pd
     rows = []
@@ -680,7 +621,7 @@ def record(per_arm: int, duration: float, a: PathSpec = CLEAN, b: PathSpec = LOS
             for p in ("a", "b"):
                 for alg in ARMS:
                     r = net.connect_once(p, alg, duration)
-                    r.update({"path": net.specs[p].name, "key": keys[p], "round": i})
+                    r.update({"path": net.names[p], "key": keys[p], "round": i})
                     rows.append(r)
             progress(f"round {i + 1}/{per_arm}")
     cols = ["round", "path", "key", "alg", "final_alg", "cc_at_close", "min_rtt_us", "delivery_rate",

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from cclab import cli, profiles, schema, spec, units
+from cclab import cli, paths, profiles, schema, spec, units
 from cclab.profiles import Direction, Profile
 from cclab.spec import Experiment, Flow, Measure
 from cclab.units import SpecError
@@ -260,7 +260,9 @@ def test_every_shipped_file_validates(rel, monkeypatch, capsys, tmp_path):
     status, err = run_cli(monkeypatch, capsys, tmp_path, "check", str(KIT / rel))
     assert status == 0 and not err, err
     table = tomllib.loads((KIT / rel).read_text())
-    if rel.parts[0] == "topologies":
+    if rel.parts[:2] == ("topologies", "paths"):
+        assert [p.key for p in paths.load(rel.stem)] == [p["key"] for p in table["path"]]
+    elif rel.parts[0] == "topologies":
         assert profiles.load(rel.stem).name == rel.stem
     else:
         assert table["flow"] and spec.load(KIT / rel).flows
@@ -269,7 +271,8 @@ def test_every_shipped_file_validates(rel, monkeypatch, capsys, tmp_path):
 @pytest.mark.parametrize("rel", SHIPPED, ids=[str(p) for p in SHIPPED])
 def test_every_shipped_file_passes_the_json_schema(rel):
     jsonschema = pytest.importorskip("jsonschema")
-    kind = "profile" if rel.parts[0] == "topologies" else "experiment"
+    kind = ("paths" if rel.parts[:2] == ("topologies", "paths") else
+            "profile" if rel.parts[0] == "topologies" else "experiment")
     doc = json.loads((KIT / "docs" / f"{kind}.schema.json").read_text())
     errors = list(jsonschema.Draft202012Validator(doc).iter_errors(
         tomllib.loads((KIT / rel).read_text())))
@@ -278,7 +281,7 @@ def test_every_shipped_file_passes_the_json_schema(rel):
 
 # ---------------------------------------------------------------- the published schema
 
-@pytest.mark.parametrize("kind", ["experiment", "profile"])
+@pytest.mark.parametrize("kind", ["experiment", "profile", "paths"])
 def test_committed_json_schema_is_the_generated_one(kind):
     committed = (KIT / "docs" / f"{kind}.schema.json").read_text()
     assert committed == schema.json_text(kind), (

@@ -565,13 +565,19 @@ def test_a_lab_in_the_browser_as_the_lab_user(lab, guest, browser, dist, release
 
 
 def test_the_labs_left_nothing_running(guest, browser, tmp_path):
-    """After every lab: no network namespace, iperf3, tshark or ping of the labs is left in the
-    VM, as a notebook cell run by the lab user sees it."""
+    """After every lab: no network namespace, node shell or interface of the kit's networks (the
+    labs' dumbbells, lab 5's paths: a Mininet shell "mininet:cc-..." per node, interfaces "cc-..."),
+    and no iperf3, tshark or ping of the labs is left in the VM, as a notebook cell run by the
+    lab user sees it."""
     probe = cell_notebook(
-        "import subprocess\n"
+        "import json, subprocess\n"
         "ns = subprocess.run(['ip', 'netns', 'list'], capture_output=True, text=True).stdout.split()\n"
         "ps = subprocess.run(['ps', '-eo', 'comm='], capture_output=True, text=True).stdout.split()\n"
+        "args = subprocess.run(['ps', '-eo', 'args='], capture_output=True, text=True).stdout.splitlines()\n"
         "left = [p for p in ps if p in ('iperf3', 'tshark', 'dumpcap', 'ping')]\n"
+        "left += [a.split('mininet:')[1] for a in args if 'mininet:cc-' in a]\n"
+        "links = json.loads(subprocess.run(['ip', '-j', 'link', 'show'], capture_output=True, text=True).stdout)\n"
+        "left += [l['ifname'] for l in links if l['ifname'].startswith('cc-')]\n"
         "print('LEFT', ns, left)\n"
         "assert not ns and not left, (ns, left)\n")
     guest.upload("notebooks/leftovers.ipynb", probe, "notebook")

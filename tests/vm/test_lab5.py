@@ -11,8 +11,9 @@ LAB5 = KIT / "labs" / "lab5"
 sys.path.insert(0, str(LAB5))
 
 import tuner_support as ts  # noqa: E402
+from cclab import state  # noqa: E402
+from cclab.topo import run_in  # noqa: E402
 from lab_notebooks import namespaces  # noqa: E402
-from netns import ns  # noqa: E402
 
 ref = ts.load_reference()
 
@@ -20,10 +21,16 @@ ref = ts.load_reference()
 def test_driver_reads_tcp_info_switches_and_cleans_up():
     before = namespaces()
     with ts.TwoPaths() as net:
+        # the engine built them: a kit shell per node, found as `cclab clean` finds them
+        assert set(state.kit_shells().values()) == {"cc-pcli", "cc-prtr-a", "cc-prtr-b",
+                                                     "cc-psrv-a", "cc-psrv-b"}, state.kit_shells()
+        qdisc = run_in(net.net.node("cc-prtr-b"), ["tc", "qdisc", "show", "dev", "cc-prtr-b-s"])
+        assert "netem" in qdisc and "loss 10%" in qdisc and "rate 20Mbit" in qdisc, qdisc
+
         # no ARP through path B's loss: every link end has a permanent entry for the other
         # end, with the MAC that end really has
         def ip_j(end, *argv):
-            return json.loads(ns(net.ns[end.node], "ip", "-j", *argv).stdout)
+            return json.loads(run_in(net.net.node(end.node), ["ip", "-j", *argv]))
 
         for a, b in net.links():
             for here, there in ((a, b), (b, a)):
@@ -42,3 +49,4 @@ def test_driver_reads_tcp_info_switches_and_cleans_up():
         assert lossy["final_alg"] == "bbr" and lossy["switched_at"] is not None, lossy
         assert lossy["total_retrans"] > 0
     assert namespaces() == before
+    assert state.kit_shells() == {} and state.leftover_interfaces() == []
