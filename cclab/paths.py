@@ -85,30 +85,35 @@ def server(key: str) -> str:
     return f"cc-psrv-{key}"
 
 
-def _index(paths, key: str) -> int:
-    return [p.key for p in paths].index(key) + 1
-
-
-def address(paths, key: str) -> str:
-    """The server's address on path `key`."""
-    return f"10.52.{_index(paths, key)}.2"
-
-
-def gateway(paths, key: str) -> str:
-    """The router's address on the client's side of path `key`: the gateway of the client's
-    route to that path's server."""
-    return f"10.51.{_index(paths, key)}.1"
-
-
 def links(paths) -> list[tuple[End, End]]:
     """Every link's two ends: per path, the client with its router, the router with its
-    server."""
+    server.  The addresses are set here and nowhere else: path i's client link is 10.51.i.0/24
+    (router .1), its server link 10.52.i.0/24 (router .1, server .2)."""
     out = []
     for i, p in enumerate(paths, 1):
         rtr, srv = router(p.key), server(p.key)
         out += [(End(CLIENT, f"{CLIENT}-{p.key}", f"10.51.{i}.2"), End(rtr, f"{rtr}-c", f"10.51.{i}.1")),
                 (End(rtr, f"{rtr}-s", f"10.52.{i}.1"), End(srv, f"{srv}-r", f"10.52.{i}.2"))]
     return out
+
+
+def _ends(paths, key: str) -> tuple[End, End, End, End]:
+    """Path `key`'s four link ends: client, router (client side), router (server side), server."""
+    pairs = links(paths)
+    i = [p.key for p in paths].index(key)
+    (cli, rtr_c), (rtr_s, srv) = pairs[2 * i], pairs[2 * i + 1]
+    return cli, rtr_c, rtr_s, srv
+
+
+def address(paths, key: str) -> str:
+    """The server's address on path `key`."""
+    return _ends(paths, key)[3].addr
+
+
+def gateway(paths, key: str) -> str:
+    """The router's address on the client's side of path `key`: the gateway of the client's
+    route to that path's server."""
+    return _ends(paths, key)[1].addr
 
 
 def netem(p: PathSpec, dev: str) -> list[str]:
@@ -133,11 +138,12 @@ def plan(paths) -> dict[str, list[list[str]]]:
             add(e.node, ["ip", "link", "set", "dev", e.dev, "up"])
     for node in list(cmds):
         add(node, ["ip", "link", "set", "dev", "lo", "up"])
-    for i, p in enumerate(paths, 1):
-        add(CLIENT, ["ip", "route", "add", f"10.52.{i}.0/24", "via", f"10.51.{i}.1"])
-        add(server(p.key), ["ip", "route", "add", "default", "via", f"10.52.{i}.1"])
-        add(router(p.key), ["sysctl", "-qw", "net.ipv4.ip_forward=1"])
-        add(router(p.key), netem(p, f"{router(p.key)}-s"))
+    for p in paths:
+        _, rtr_c, rtr_s, srv = _ends(paths, p.key)
+        add(CLIENT, ["ip", "route", "add", srv.addr.rsplit(".", 1)[0] + ".0/24", "via", rtr_c.addr])
+        add(srv.node, ["ip", "route", "add", "default", "via", rtr_s.addr])
+        add(rtr_s.node, ["sysctl", "-qw", "net.ipv4.ip_forward=1"])
+        add(rtr_s.node, netem(p, rtr_s.dev))
     for node in [CLIENT] + [server(p.key) for p in paths]:
         for k, v in END_SYSCTLS.items():
             add(node, ["sysctl", "-qw", f"{k}={v}"])
