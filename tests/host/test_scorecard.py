@@ -117,6 +117,35 @@ def test_lab1_verdicts_follow_the_measurements(monkeypatch, lab1_run):
     assert r[LAB1_CLAIMS[2]]["verdict"] == "reproduced"
 
 
+def test_lab1_delay_pools_lab1_delay_flows_with_lab1_wired(monkeypatch, lab1_run):
+    """Quick mode's lab1-wired-delay adds two Vegas and two BBR flows to lab1-wired's one each: the delay
+    rows compare Vegas and BBR on three flows each (95 % intervals), Reno and Cubic on one."""
+    def delays(vegas, bbr):
+        return lambda *a, **k: labkit.pd.DataFrame(
+            {"experiment": ["lab1-wired"] * 4 + ["lab1-wired-delay"] * 4,
+             "cca": ["reno", "cubic", "vegas", "bbr", "vegas", "bbr", "vegas", "bbr"],
+             "added_ms": [10.0, 35.0, vegas[0], bbr[0], vegas[1], bbr[1], vegas[2], bbr[2]]})
+    # close and spread, as the CI runs measured: the intervals overlap
+    monkeypatch.setattr(labkit, "added_delay", delays((3.9, 2.6, 3.2), (4.2, 6.1, 2.2)))
+    r = by_claim(scorecard.fundamentals_rows({"quick": lab1_run}))
+    row = r[LAB1_CLAIMS[1]]
+    assert "(n reno 1, cubic 1, vegas 3, bbr 3)" in row["quick"], row["quick"]
+    assert "vegas 3.2 [" in row["quick"] and "bbr 4.2 [" in row["quick"]
+    assert row["verdict"] == "inconclusive", row
+    assert "3 flows of BBR and Vegas (95 % intervals)" in row["why"] and "apart from bbr (intervals overlap)" in row["why"]
+    assert r[LAB1_CLAIMS[2]]["verdict"] == "reproduced"       # BBR's 4.2 against Reno's 10, Cubic's 35
+    # apart: Vegas below BBR on the intervals, and below Reno and Cubic
+    monkeypatch.setattr(labkit, "added_delay", delays((3.0, 3.1, 2.9), (6.0, 6.2, 5.9)))
+    row = by_claim(scorecard.fundamentals_rows({"quick": lab1_run}))[LAB1_CLAIMS[1]]
+    assert row["verdict"] == "reproduced", row
+    # lab1-wired alone (a run made before lab1-wired-delay existed): one flow each, the tie rule
+    monkeypatch.setattr(labkit, "added_delay", lambda *a, **k: labkit.pd.DataFrame(
+        {"experiment": ["lab1-wired"] * 4, "cca": ["reno", "cubic", "vegas", "bbr"],
+         "added_ms": [10.0, 35.0, 3.9, 4.2]}))
+    row = by_claim(scorecard.fundamentals_rows({"quick": lab1_run}))[LAB1_CLAIMS[1]]
+    assert "(n=1 each)" in row["quick"] and "one run each" in row["why"]
+
+
 def test_lab2_section_from_a_reference_run(lab2_run):
     extra = []
     rows = scorecard.starlink_rows({"quick": lab2_run}, extra)
@@ -407,28 +436,38 @@ def test_the_table_and_the_verdicts_read_the_same_thresholds(monkeypatch, lab2_r
 # the document's own loss test too (ack-loss-20: its six 2 s flows end 28 s in) and the ablation
 # of Spline (six loss files of three 2 s connections ending 8.3 s in, four 8 s share pairs: 89.8 s);
 # lab 2's P=1 runs BBR and CUBIC two more times each (four 3 s flows, 4.5 s apart: 18 s more), as
-# their ratio row computes an interval now; the other algorithms there still run once
+# their ratio row computes an interval now; the other algorithms there still run once; lab 1's
+# delay rows read lab1-wired-delay's two more Vegas (16 s) and BBR (5 s) flows with lab1-wired's (47 s)
 INTERVAL_FILES = {"lab1": ("wired", "wifi"), "lab2": ("p1", "p10"),
                   "lab3": ("ack-loss-20", "loss-00", "loss-01", "loss-02", "loss-05", "loss-10",
                            "loss-20", "ablate-loss-recovery-growth", "ablate-loss-no-loss-cut",
                            "ablate-loss-no-drain-test", "ablate-loss-published-floor",
                            "ablate-loss-no-loss-reactions", "ablate-loss-pacing-up-only"),
                   "lab4": ("wifi-default", "wifi-params")}
-QUICK_FLOW_SECONDS = {"lab1": 78.0, "lab2": 78.5 + 18.0, "lab3": 107.5 + 28.0 + 89.8, "lab4": 139.0 + 34.0}
+QUICK_FLOW_SECONDS = {"lab1": 78.0 + 47.0, "lab2": 78.5 + 18.0, "lab3": 107.5 + 28.0 + 89.8, "lab4": 139.0 + 34.0}
 
 
 def test_quick_mode_compares_one_run_or_three_never_two():
     """Where a quick-mode row computes an interval it has three samples per algorithm or more; a row
     on one run a side has no interval (the tie rule).  Two samples gave intervals like [-53.9, 68.8]."""
     from cclab import profiles, spec
-    for lab, names in INTERVAL_FILES.items():
+
+    def counts(lab, *names):
+        n = {}
         for name in names:
             path = KIT / "labs" / lab / "quick" / f"{name}.toml"
             table = {k: v for k, v in profiles.load_toml(path, "experiment").items() if k != "lab"}
             exp = spec.from_dict(table, path.stem, path.parent)
-            n = {}
             for f in exp.flows:
                 n[f.cca] = n.get(f.cca, 0) + exp.repetitions
+        return n
+
+    # lab 1's delay rows pool lab1-wired's flows with lab1-wired-delay's: Vegas and BBR three each
+    n = counts("lab1", "wired", "wired-delay")
+    assert n == {"reno": 1, "cubic": 1, "vegas": 3, "bbr": 3}, n
+    for lab, names in INTERVAL_FILES.items():
+        for name in names:
+            n = counts(lab, name)
             assert all(x == 1 or x >= 3 for x in n.values()), f"{lab}/quick/{name}: {n}"
             if (lab, name) == ("lab2", "p1"):            # the BBR/CUBIC ratio's interval
                 assert n["bbr"] >= 3 and n["cubic"] >= 3, n
@@ -471,7 +510,7 @@ def test_quick_p1_judges_the_ratio_on_intervals_and_the_field_by_ties(monkeypatc
     assert "3 runs each, 95 % intervals" in ratio["why"] and "n=3" in ratio["quick"], ratio
     # 95 % t-intervals of three (t = 4.30): BBR above 8.16, CUBIC below 4.00, so the ratio is 2.04 or more
     assert ratio["verdict"] == "reproduced", ratio
-    assert "3 runs of BBR and CUBIC (95 % intervals), one of each other algorithm" in best["why"], best
+    assert "3 flows of BBR and CUBIC (95 % intervals), one of each other algorithm" in best["why"], best
     monkeypatch.setattr(labkit, "goodput", goodput(dict(p1, cubic=[2.0, 3.5, 5.0])))
     ratio = by_claim(scorecard.starlink_rows({"quick": lab2_run}))[LAB2_CLAIMS[0]]
     assert ratio["verdict"] == "inconclusive", ratio     # CUBIC's interval reaches past 8.9 / 2
