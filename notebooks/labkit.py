@@ -333,6 +333,10 @@ def _available() -> list[str]:
         return []
 
 
+class NoFlowSelected(ValueError):
+    """An experiment file none of whose flows uses the congestion controls a run was limited to."""
+
+
 def load_experiment(path: Path, only_ccas=None, link: dict | None = None):
     """(Experiment, its [lab] table) of a lab's experiment file, with only the flows of
     `only_ccas` (when given) and on the student's link (student_link: None keeps the file's).
@@ -346,6 +350,9 @@ def load_experiment(path: Path, only_ccas=None, link: dict | None = None):
     if only_ccas is not None:
         flows = table.get("flow", [])
         kept = [i for i, f in enumerate(flows) if f["cca"] in only_ccas]
+        if flows and not kept:
+            raise NoFlowSelected(f"{path.name} runs only {', '.join(sorted({f['cca'] for f in flows}))}, "
+                                 f"none of {', '.join(only_ccas) or 'nothing'}")
         over = table.get("override") or {}
         if over.get("pairs") == len(flows) and kept:      # one pair per flow: no idle pairs
             table["override"] = dict(over, pairs=len(kept))
@@ -515,7 +522,12 @@ def run_lab(lab: str, run_mode: str | None = None, root=None, ccas=None, progres
         dirs = []
         with runner.keep_network():         # the lab's experiments on one link share it
             for path in experiment_files(lab, run_mode):
-                exp, extra = hooks.load(path, ccas, link)
+                try:
+                    exp, extra = hooks.load(path, ccas, link)
+                except NoFlowSelected as e:     # a run limited to some algorithms: not this file
+                    if progress:
+                        progress(f"{lab}: skipped: {e}")
+                    continue
                 if progress:
                     progress(f"{lab}: {exp.name}: {len(exp.flows)} flow(s), {exp.repetitions} "
                              f"repetition(s)" + hooks.describe(extra))
@@ -527,6 +539,9 @@ def run_lab(lab: str, run_mode: str | None = None, root=None, ccas=None, progres
                 for d in made:
                     hooks.after(d, extra, held)
                     dirs.append(d)
+        if not dirs:
+            raise NoFlowSelected(f"{lab}: no {run_mode}-mode experiment runs any of "
+                                 f"{', '.join(ccas or []) or 'the algorithms asked for'}")
         return dirs
 
     run_mode = run_mode or mode()

@@ -317,3 +317,31 @@ def test_goodput_in_bins_sums_the_streams_of_each_report():
     since_run = labkit.binned_mbps(pd.DataFrame(rows), width=0.5, since=0.0)
     assert list(since_run.index) == pytest.approx([2.0, 2.5, 3.0])
     assert labkit.binned_mbps(pd.DataFrame(columns=["t_start", "t_end", "bytes"])).empty
+
+
+def test_a_run_limited_to_some_algorithms_skips_files_without_them(tmp_path, monkeypatch):
+    """run_lab(..., ccas=[...]) runs each file's flows of those algorithms; a file that has none
+    (lab 1's wired-delay: Vegas and BBR only) is skipped with a line saying so, not refused by the
+    engine ("an experiment needs at least one [[flow]]": vagrant's cubic-only lab 1 run failed on
+    it).  Nothing at all to run is one clear error."""
+    from cclab import runner
+    ran = []
+
+    def fake_run(exp, out, progress=None, judge=None):
+        ran.append((exp.name, sorted({f.cca for f in exp.flows})))
+        d = Path(out) / exp.name / "1"
+        d.mkdir(parents=True)
+        (d / "manifest.json").write_text("{}")
+        return [d]
+
+    monkeypatch.setattr(runner, "run", fake_run)
+    monkeypatch.setattr(labkit, "run_staged",
+                        lambda lab, mode, root, experiments, progress, record: experiments(tmp_path / "out"))
+    said = []
+    labkit.run_lab("lab1", "quick", tmp_path, ccas=["cubic"], progress=said.append)
+    assert ran == [("lab1-loss", ["cubic"]), ("lab1-wifi", ["cubic"]), ("lab1-wired", ["cubic"])], ran
+    assert "lab1: skipped: wired-delay.toml runs only bbr, vegas, none of cubic" in said, said
+    with pytest.raises(labkit.NoFlowSelected, match=r"^lab1: no quick-mode experiment runs any of westwood$"):
+        labkit.run_lab("lab1", "quick", tmp_path / "none", ccas=["westwood"], progress=None)
+    with pytest.raises(labkit.NoFlowSelected, match=r"^wired-delay.toml runs only bbr, vegas, none of cubic$"):
+        labkit.load_experiment(KIT / "labs" / "lab1" / "quick" / "wired-delay.toml", ["cubic"])
