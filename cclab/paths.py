@@ -19,6 +19,7 @@ killed process left.  `plan()` is pure: every command of every node, which tests
 
 from __future__ import annotations
 
+import ipaddress
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,23 +86,27 @@ def server(key: str) -> str:
     return f"cc-psrv-{key}"
 
 
+PREFIX = 24      # every link is its own /24
+
+
+def _path_links(i: int, p: PathSpec) -> tuple[tuple[End, End], tuple[End, End]]:
+    """Path number `i`'s two links: the client with its router, the router with its server.
+    The addresses are set here and nowhere else: the client link is 10.51.i.0/24 (router .1),
+    the server link 10.52.i.0/24 (router .1, server .2)."""
+    rtr, srv = router(p.key), server(p.key)
+    return ((End(CLIENT, f"{CLIENT}-{p.key}", f"10.51.{i}.2"), End(rtr, f"{rtr}-c", f"10.51.{i}.1")),
+            (End(rtr, f"{rtr}-s", f"10.52.{i}.1"), End(srv, f"{srv}-r", f"10.52.{i}.2")))
+
+
 def links(paths) -> list[tuple[End, End]]:
-    """Every link's two ends: per path, the client with its router, the router with its
-    server.  The addresses are set here and nowhere else: path i's client link is 10.51.i.0/24
-    (router .1), its server link 10.52.i.0/24 (router .1, server .2)."""
-    out = []
-    for i, p in enumerate(paths, 1):
-        rtr, srv = router(p.key), server(p.key)
-        out += [(End(CLIENT, f"{CLIENT}-{p.key}", f"10.51.{i}.2"), End(rtr, f"{rtr}-c", f"10.51.{i}.1")),
-                (End(rtr, f"{rtr}-s", f"10.52.{i}.1"), End(srv, f"{srv}-r", f"10.52.{i}.2"))]
-    return out
+    """Every link's two ends, path by path (_path_links)."""
+    return [link for i, p in enumerate(paths, 1) for link in _path_links(i, p)]
 
 
 def _ends(paths, key: str) -> tuple[End, End, End, End]:
     """Path `key`'s four link ends: client, router (client side), router (server side), server."""
-    pairs = links(paths)
     i = [p.key for p in paths].index(key)
-    (cli, rtr_c), (rtr_s, srv) = pairs[2 * i], pairs[2 * i + 1]
+    (cli, rtr_c), (rtr_s, srv) = _path_links(i + 1, paths[i])
     return cli, rtr_c, rtr_s, srv
 
 
@@ -134,13 +139,14 @@ def plan(paths) -> dict[str, list[list[str]]]:
 
     for a, b in pairs:
         for e in (a, b):
-            add(e.node, ["ip", "addr", "add", f"{e.addr}/24", "dev", e.dev])
+            add(e.node, ["ip", "addr", "add", f"{e.addr}/{PREFIX}", "dev", e.dev])
             add(e.node, ["ip", "link", "set", "dev", e.dev, "up"])
     for node in list(cmds):
         add(node, ["ip", "link", "set", "dev", "lo", "up"])
-    for p in paths:
-        _, rtr_c, rtr_s, srv = _ends(paths, p.key)
-        add(CLIENT, ["ip", "route", "add", srv.addr.rsplit(".", 1)[0] + ".0/24", "via", rtr_c.addr])
+    for i, p in enumerate(paths, 1):
+        (_, rtr_c), (rtr_s, srv) = _path_links(i, p)
+        subnet = ipaddress.ip_interface(f"{srv.addr}/{PREFIX}").network
+        add(CLIENT, ["ip", "route", "add", str(subnet), "via", rtr_c.addr])
         add(srv.node, ["ip", "route", "add", "default", "via", rtr_s.addr])
         add(rtr_s.node, ["sysctl", "-qw", "net.ipv4.ip_forward=1"])
         add(rtr_s.node, netem(p, rtr_s.dev))
