@@ -181,10 +181,17 @@ THRESHOLDS = [
      "rule": "HyStart on's time to the {size_mb:g} MB point above each other variant's"},
     # ---- lab 5
     {"lab": ("lab5",), "key": "lossy", "claim": "Under 10 % loss the tuner converges to BBR",
-     "value": {"want": ("bbr",)}, "rule": "the reference learner, replaying the live log, ends on {want}"},
+     "value": {"want": ("bbr",)},
+     "rule": "the reference learner, replaying the live log, ends on {want}, and the costs it computed "
+             "for that path's connections put {want}'s below the other algorithms' (95 % intervals "
+             "apart; one connection alone: its cost outside the other side's interval); costs that "
+             "overlap -> inconclusive, whatever the learner ended on"},
     {"lab": ("lab5",), "key": "clean", "claim": "On a clean path it picks a loss-based algorithm",
      "value": {"want": ("cubic", "dctcp", "htcp")},
-     "rule": "the reference learner, replaying the live log, ends on one of {want}"},
+     "rule": "the reference learner, replaying the live log, ends on one of {want}, and the costs it "
+             "computed for that path's connections put theirs (taken together) below BBR's (95 % "
+             "intervals apart; one connection alone: its cost outside the other side's interval); "
+             "costs that overlap -> inconclusive, whatever the learner ended on"},
 ]
 
 
@@ -355,6 +362,24 @@ def _vs(a, b) -> str:
     if x["ci_low"] > y["ci_high"]:
         return "higher"
     if x["ci_high"] < y["ci_low"]:
+        return "lower"
+    return "inconclusive"
+
+
+def _vs_sparse(a, b) -> str:
+    """Like `_vs`, for samples where one side may hold a single value (a learner tries a losing
+    algorithm once or twice): "higher"/"lower" when the 95 % t-intervals are apart, or, with one
+    value on a side, when that value lies outside the other side's interval; "inconclusive" when
+    they overlap, or when neither side has an interval."""
+    from cclab.analysis import stats
+    x, y = stats.mean_ci(a), stats.mean_ci(b)
+    if not x["n"] or not y["n"] or (x["n"] < 2 and y["n"] < 2):
+        return "inconclusive"
+    lo_x, hi_x = (x["ci_low"], x["ci_high"]) if x["n"] > 1 else (x["mean"], x["mean"])
+    lo_y, hi_y = (y["ci_low"], y["ci_high"]) if y["n"] > 1 else (y["mean"], y["mean"])
+    if lo_x > hi_y:
+        return "higher"
+    if hi_x < lo_y:
         return "lower"
     return "inconclusive"
 
@@ -1227,7 +1252,9 @@ def tuner_rows(logs: dict) -> list[dict]:
             continue
         log = pd.read_csv(path, dtype={"key": str})
         t = ref.tuner(5)
-        ts.replay_log(t, log)
+        costs = []
+        ts.replay_log(t, log, costs)
+        costs = pd.DataFrame(costs, columns=["key", "alg", "cost"])
         keys = log.groupby("path")["key"].first()
         tab = t.table()
         out = {}
@@ -1236,7 +1263,8 @@ def tuner_rows(logs: dict) -> list[dict]:
             rows = tab[tab["key"] == k].set_index("alg")
             best = t.best(k)
             out[p] = (best, int(rows.loc[best, "count"]), int(rows["count"].sum()))
-        measured[mode] = {"best": out, "log": path}
+        measured[mode] = {"best": out, "log": path,
+                          "costs": {p: costs[costs["key"] == keys[p]] for p in ("lossy", "clean")}}
     # the same learner with 100 seeds on the recorded connections: how often each outcome comes up
     rec = ts.load_connections(ts.HERE / "connections.csv")
     sweep = ts.seed_sweep(ref.tuner, rec, 80, range(100))
@@ -1255,10 +1283,25 @@ def tuner_rows(logs: dict) -> list[dict]:
     def verdict(p, want):
         def f(m, mode):
             best = m["best"][p][0]
-            why = f"the reference learner on the live log ends on {best} ({mode} mode)"
-            if p == "clean":
-                why += "; live, the four algorithms' costs are within a few per cent (a close call)"
-            return ("reproduced" if best in want else "differs"), why + "; " + seeds(p, want)
+            c = m["costs"][p]
+            mine, others = c[c["alg"].isin(want)]["cost"], c[~c["alg"].isin(want)]["cost"]
+            them = "BBR" if p == "clean" else "the others"
+            side = "the loss-based algorithms" if p == "clean" else "/".join(sorted(want)).upper()
+            cmp = _vs_sparse(mine, others)
+            why = (f"the reference learner on the live log ends on {best} ({mode} mode); the costs it "
+                   f"computed (thousands): {side} {_val(mine / 1e3)} (n={len(mine)}) against {them} "
+                   f"{_val(others / 1e3)} (n={len(others)}), ")
+            if cmp == "inconclusive":
+                v, why = "inconclusive", why + ("overlapping: a close call, whichever the learner "
+                                                "ended on" if len(mine) and len(others) else
+                                                "one side never tried")
+            elif cmp == "higher":
+                v, why = "differs", why + f"{side} the costlier"
+            elif best in want:
+                v, why = "reproduced", why + "apart"
+            else:
+                v, why = "differs", why + f"apart, yet the learner ended on {best}"
+            return v, why + "; " + seeds(p, want)
         return f
 
     rows = [_row(claim, seed, measured, cell(p), verdict(p, want),

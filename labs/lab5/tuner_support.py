@@ -249,16 +249,19 @@ def replay(tuner: Tuner, conns, n_per_key: int, keys=None):
     return pd.DataFrame(log)
 
 
-def replay_log(tuner: Tuner, log):
+def replay_log(tuner: Tuner, log, costs: list | None = None):
     """Feed a tuner the measurements of a live run's log, in order, and return the algorithm it
     starts each connection with: a seeded tuner that decides like the one that ran live gives
-    back the log's `alg` column."""
+    back the log's `alg` column.  With a list `costs`, each learning connection's cost, as the
+    tuner computed it when the connection closed, is appended to it: (key, final_alg, cost)."""
     chosen = []
     for r in log.itertuples():
         d = tuner.connect(r.key)
         chosen.append(d.alg)
         if d.acting:
-            tuner.close(d, r.final_alg, int(r.min_rtt_us), int(r.delivery_rate))
+            c = tuner.close(d, r.final_alg, int(r.min_rtt_us), int(r.delivery_rate))
+            if costs is not None:
+                costs.append((r.key, r.final_alg, c))
     return chosen
 
 

@@ -536,3 +536,41 @@ def test_provenance_reads_the_verdicts_beside_the_manifests_in_a_fresh_process(t
     p = subprocess.run([sys.executable, "-c", code, str(root)], cwd=KIT, capture_output=True,
                        text=True, timeout=120)
     assert json.loads(p.stdout)["fidelity_ok"] == 2, p.stderr
+
+
+def test_a_lone_value_is_judged_against_the_other_sides_interval():
+    vs = scorecard._vs_sparse
+    assert vs([1.0, 1.1, 0.9], [5.0]) == "lower"             # 5 outside [~0.75, ~1.25]
+    assert vs([5.0], [1.0, 1.1, 0.9]) == "higher"
+    assert vs([1.0, 3.0, 2.0], [2.5]) == "inconclusive"       # 2.5 inside the interval
+    assert vs([1.0], [1.2]) == "inconclusive"                # no interval on either side
+    assert vs([], [1.0, 2.0]) == "inconclusive"
+    assert vs([1.0, 1.1, 0.9], [5.0, 5.2, 4.8]) == "lower"
+
+
+def test_lab5_verdicts_follow_the_learners_costs_not_only_its_last_choice(tmp_path):
+    """The tuner's verdicts: the learner's final choice counts only when the costs it computed for
+    the two sides (per connection, with intervals) are apart; a learner that ended on an algorithm
+    by a close call is inconclusive, whichever it ended on."""
+    import pandas as pd
+    example = KIT / "labs" / "lab5" / "live-example.csv"
+    lossy, clean = scorecard.tuner_rows({"quick": example})[:2]
+    assert lossy["verdict"] == "reproduced" and "apart" in lossy["why"] and "(n=30)" in lossy["why"]
+    # the recorded log's clean path: two BBR connections whose costs straddle the others'
+    assert clean["verdict"] == "inconclusive" and "a close call" in clean["why"], clean["why"]
+    assert "ends on htcp" in clean["why"]
+
+    log = pd.read_csv(example, dtype={"key": str})
+
+    def judged(slow_bbr: bool) -> dict:
+        v = log.copy()
+        m = v["acting"] & (v["path"] == "clean") & ((v["final_alg"] == "bbr") == slow_bbr)
+        v.loc[m, "delivery_rate"] = (v.loc[m, "delivery_rate"] // 10).astype(int)
+        f = tmp_path / f"live-{slow_bbr}.csv"
+        v.to_csv(f, index=False)
+        return scorecard.tuner_rows({"quick": f})[1]
+
+    r = judged(slow_bbr=True)          # BBR's connections a tenth as fast: BBR costs far more
+    assert r["verdict"] == "reproduced" and "apart" in r["why"], r["why"]
+    r = judged(slow_bbr=False)         # the loss-based ones a tenth as fast: the claim is turned round
+    assert r["verdict"] == "differs" and "ends on bbr" in r["why"] and "the costlier" in r["why"], r["why"]
