@@ -174,9 +174,12 @@ def pack(results: Path, evidence: Path) -> dict:
     index = {}
     for mode in MODES:
         labs = read_archive(evidence, mode, old[mode]) if mode in old else {}
-        for lab in LABS:
-            if (results / mode / lab).is_dir():
-                labs[lab] = lab_files(results / mode / lab)
+        ran = [lab for lab in LABS if (results / mode / lab).is_dir()]
+        if labs and not ran:
+            index[mode] = old[mode]         # checked above; nothing new: the archive stays as it is
+            continue
+        for lab in ran:
+            labs[lab] = lab_files(results / mode / lab)
         if not labs:
             continue
         data = _archive(labs)

@@ -1140,13 +1140,12 @@ def search_rows(roots: dict) -> list[dict]:
         return {v: list(g[col]) for v, g in e.groupby("variant")}
 
     def geo_hystart(m, mode):
-        b = grp(m, "geo")["exit_bdp"].mean()
         hy = geo_lists(m, "exit_bdp").get("cubic-hystart", [])
         where = _band(hy, hi=th("lab4", "geo_hystart")["bdp"] - 1e-12)
         verdict = {"inside": "reproduced", "outside": "differs"}.get(where, "inconclusive")
         ok = verdict == "reproduced"
         return verdict, (
-            f"HyStart left slow start with cwnd {_fmt(b.get('cubic-hystart'), ' BDP', 2)} ({mode} mode, "
+            f"HyStart left slow start with cwnd {_val(hy, nd=2)} BDP ({mode} mode, "
             f"{_runs({'hystart': hy})})"
             + ("" if ok else "; the paper blames the early exit on the GEO link's RTT "
                "oscillation (a 2 s cycle), which the emulated link (constant delay) does not have"))

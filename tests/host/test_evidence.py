@@ -79,12 +79,31 @@ def test_each_run_in_the_evidence_passes_the_labs_own_record_check(unpacked):
 
 
 def test_packing_again_gives_the_same_bytes(unpacked, tmp_path):
+    """Quick mode's runs packed again into an empty folder give the committed archive, byte for
+    byte (full mode's go through the same code: packing its 9 MB again would only take longer)."""
     dest, index = unpacked
     out = tmp_path / "evidence"
-    again = ev.pack(dest, out)
-    assert again == index
-    for mode, e in index.items():
-        assert (out / e["archive"]).read_bytes() == (EVIDENCE / e["archive"]).read_bytes(), mode
+    res = tmp_path / "results"
+    shutil.copytree(dest / "quick", res / "quick")
+    again = ev.pack(res, out)
+    assert list(again) == ["quick"] and again["quick"] == index["quick"]
+    assert (out / "quick.tar.xz").read_bytes() == (EVIDENCE / "quick.tar.xz").read_bytes()
+
+
+def test_a_mode_not_packed_again_keeps_its_archive_untouched(unpacked, tmp_path):
+    """Packing quick-mode results leaves the full-mode archive as it was: same file, same entry."""
+    dest, index = unpacked
+    if "full" not in index:
+        pytest.skip("no full-mode evidence kept")
+    out = tmp_path / "evidence"
+    shutil.copytree(EVIDENCE, out)
+    before = (out / "full.tar.xz").stat().st_mtime_ns
+    res = tmp_path / "results"
+    shutil.copytree(dest / "quick" / "lab2", res / "quick" / "lab2")
+    new = ev.pack(res, out)
+    assert new["full"] == index["full"]
+    assert (out / "full.tar.xz").stat().st_mtime_ns == before
+    assert (out / "full.tar.xz").read_bytes() == (EVIDENCE / "full.tar.xz").read_bytes()
 
 
 def test_a_lab_not_run_again_keeps_its_evidence(unpacked, tmp_path):
@@ -124,7 +143,7 @@ def test_a_table_edited_and_packed_again_fails_the_record_check(unpacked, tmp_pa
     longer matches the hash the run's record keeps: the scorecard refuses the lab."""
     dest, _ = unpacked
     res = tmp_path / "results"
-    shutil.copytree(dest, res)
+    shutil.copytree(dest / "quick", res / "quick")
     flows = sorted((res / "quick" / "lab3").rglob("flows.csv"))[0]
     flows.write_text(flows.read_text().replace("spline", "bbr", 1) + "\n")
     out = tmp_path / "evidence"
