@@ -346,24 +346,34 @@ def _mean(values) -> float:
     return sum(v) / len(v) if v else math.nan
 
 
+def _span(d: dict) -> tuple[float, float]:
+    """A sample's 95 % t-interval (stats.mean_ci's), or its one value twice when it has one."""
+    return (d["ci_low"], d["ci_high"]) if d["n"] > 1 else (d["mean"], d["mean"])
+
+
+def _apart(x: dict, y: dict) -> str:
+    """"higher" or "lower" when the spans (_span) of x and y do not meet, else "inconclusive"."""
+    (lo_x, hi_x), (lo_y, hi_y) = _span(x), _span(y)
+    if lo_x > hi_y:
+        return "higher"
+    if hi_x < lo_y:
+        return "lower"
+    return "inconclusive"
+
+
 def _vs(a, b) -> str:
     """How sample `a` stands against sample `b`: "higher" or "lower" when their 95 % t-intervals
     are apart, "inconclusive" when they overlap.  With one value on a side (quick mode: one
     repetition) there is no interval: the values are compared as they are, and closer than the tie
     (THRESHOLDS' "compare", relative) is "inconclusive"."""
-    from cclab.analysis import stats
-    x, y = stats.mean_ci(a), stats.mean_ci(b)
+    x, y = stats_ci(a), stats_ci(b)
     if not x["n"] or not y["n"]:
         return "inconclusive"
     if x["n"] < 2 or y["n"] < 2:
         if abs(x["mean"] - y["mean"]) <= th("lab1", "compare")["tie"] * max(abs(x["mean"]), abs(y["mean"])):
             return "inconclusive"
         return "higher" if x["mean"] > y["mean"] else "lower"
-    if x["ci_low"] > y["ci_high"]:
-        return "higher"
-    if x["ci_high"] < y["ci_low"]:
-        return "lower"
-    return "inconclusive"
+    return _apart(x, y)
 
 
 def _vs_sparse(a, b) -> str:
@@ -371,17 +381,10 @@ def _vs_sparse(a, b) -> str:
     algorithm once or twice): "higher"/"lower" when the 95 % t-intervals are apart, or, with one
     value on a side, when that value lies outside the other side's interval; "inconclusive" when
     they overlap, or when neither side has an interval."""
-    from cclab.analysis import stats
-    x, y = stats.mean_ci(a), stats.mean_ci(b)
+    x, y = stats_ci(a), stats_ci(b)
     if not x["n"] or not y["n"] or (x["n"] < 2 and y["n"] < 2):
         return "inconclusive"
-    lo_x, hi_x = (x["ci_low"], x["ci_high"]) if x["n"] > 1 else (x["mean"], x["mean"])
-    lo_y, hi_y = (y["ci_low"], y["ci_high"]) if y["n"] > 1 else (y["mean"], y["mean"])
-    if lo_x > hi_y:
-        return "higher"
-    if hi_x < lo_y:
-        return "lower"
-    return "inconclusive"
+    return _apart(x, y)
 
 
 def _band(values, lo: float = -math.inf, hi: float = math.inf, scale: float = 1.0) -> str:
@@ -391,8 +394,7 @@ def _band(values, lo: float = -math.inf, hi: float = math.inf, scale: float = 1.
     d = stats_ci(values)
     if not d["n"] or not scale or not math.isfinite(scale):
         return "inconclusive"
-    a, b = (d["ci_low"], d["ci_high"]) if math.isfinite(d["ci_low"]) else (d["mean"], d["mean"])
-    a, b = a / scale, b / scale
+    a, b = (x / scale for x in _span(d))
     if lo <= a and b <= hi:
         return "inside"
     if b < lo or a > hi:
@@ -631,8 +633,7 @@ def fundamentals_rows(roots: dict) -> list[dict]:
                f"({mode} mode, {_runs(v)})")
         far = th("lab1", "wired_tput")["vegas_far"]
         if verdict == "inconclusive" and {"vegas", "bbr"} <= set(v):
-            ci = stats_ci(v["vegas"])
-            floor = ci["ci_low"] if math.isfinite(ci["ci_low"]) else ci["mean"]
+            floor = _span(stats_ci(v["vegas"]))[0]
             if floor > far * _mean(v["bbr"]):
                 verdict = "differs"
                 why += (f"; the order is not established, but Vegas at {_fmt(floor, '', 1)} Mbit/s or more "
