@@ -112,3 +112,51 @@ def test_the_runs_progress_lines_are_relayed_while_the_cell_runs(tmp_path, capsy
     said = [line for line in capsys.readouterr().err.splitlines() if line.startswith("[lab9] ")]
     assert said[:3] == ["[lab9] " + line for line in (lines[0], lines[1], lines[3])], said
     assert not any("a table row" in line or rm.REAL_MARK in line for line in said)
+
+
+def test_ccas_are_checked_with_one_line_and_exit_2():
+    for args, said in ((("lab1", "--ccas", "bbr"), "lab1 has none"),
+                       (("lab2", "--ccas", "bbr,Cubic"), "'Cubic' is not a congestion control's name"),
+                       (("lab2", "--ccas", "bbr,,cubic"), "'' is not"),
+                       (("lab2", "--ccas", "bbr,cubic,bbr"), "bbr is named twice"),
+                       (("lab2", "--ccas", "bbr", "--results", "x"), "give one of them")):
+        p = cli(*args)
+        assert p.returncode == 2 and said in p.stderr and p.stderr.strip().count("\n") == 0, (args, p.stderr)
+    assert rm.parse_ccas("bbr, cubic,westwood") == ["bbr", "cubic", "westwood"]
+
+
+def test_a_limited_run_goes_first_and_the_master_analyses_it(tmp_path, monkeypatch):
+    """--ccas: the lab's experiments run limited to those algorithms (here a stand-in for
+    labkit.run_lab that saves the shipped lab 2 run and notes what it was asked), then the master
+    runs on them, not replaying (its own run cell finds them saved), and is kept; a failing limited
+    run is a LabFailed naming the algorithms, and keeps nothing."""
+    import shutil
+    import tarfile
+    with tarfile.open(KIT / "tests" / "host" / "data" / "reference-runs.tar.xz") as t:
+        t.extractall(tmp_path / "ref", members=[m for m in t.getmembers() if m.name.startswith("lab2-4/")],
+                     filter="data")
+    sys.path.insert(0, str(KIT / "notebooks"))
+    import labkit
+    asked = []
+
+    def limited(lab, mode, root=None, ccas=None, progress=print, **_):
+        asked.append((lab, mode, ccas))
+        progress(f"{lab}: lab2-p1: 6 flow(s), 1 repetition(s)")
+        shutil.copytree(tmp_path / "ref" / "lab2-4" / lab, Path(root) / lab)
+        return Path(root) / lab
+    monkeypatch.setattr(labkit, "run_lab", limited)
+    monkeypatch.delenv("CCLAB_REPLAY", raising=False)
+    _, nb, _ = rm.run("lab2", "quick", keep_dir=tmp_path / "keep", ccas=["bbr", "cubic"])
+    assert asked == [("lab2", "quick", ["bbr", "cubic"])]
+    out = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
+    assert "using the saved quick results" in out and rm.REAL_MARK in out
+    kept = tmp_path / "keep" / "quick" / "lab2" / "record.json"
+    assert kept.read_bytes() == (tmp_path / "ref" / "lab2-4" / "lab2" / "record.json").read_bytes()
+
+    def broken(lab, mode, **_):
+        raise RuntimeError("cclab-lab-run: lab2: RunError: congestion control nosuch is not available\nmore")
+    monkeypatch.setattr(labkit, "run_lab", broken)
+    with pytest.raises(rm.LabFailed, match=r"^lab2: the run limited to bbr, nosuch failed: cclab-lab-run: "
+                                           r"lab2: RunError: congestion control nosuch is not available$"):
+        rm.run("lab2", "quick", keep_dir=tmp_path / "keep2", ccas=["bbr", "nosuch"])
+    assert not (tmp_path / "keep2").exists()
