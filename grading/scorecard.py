@@ -927,7 +927,8 @@ def starlink_rows(roots: dict, extra: list | None = None) -> list[dict]:
         why = (f"Westwood {100 * (w - b) / b:+.1f} % against BBR (the study's +1.4 %, a slight lead taken "
                f"as 0-{slight * 100:g} %) ({mode} mode, {_runs(v)})")
         if cmp_ == "inconclusive":
-            why += ("; one run each: a lead this small is within run-to-run noise" if min(map(len, v.values())) < 2
+            why += ("; one run each: a lead this small is within run-to-run noise"
+                    if min(len(v["westwood"]), len(v["bbr"])) < 2
                     else "; their intervals overlap: no lead either way")
         if subset(v):
             why += f"; the best of the field {subset(v).replace('judged on ', '')}"

@@ -349,6 +349,12 @@ def test_westwood_lead_needs_intervals_apart(monkeypatch, lab2_run):
                                                         "cubic": three(7.0), "reno": three(7.0)}))
     row = by_claim(scorecard.starlink_rows({"full": lab2_run}))[LAB2_CLAIMS[4]]
     assert row["verdict"] == "partly" and "4 of the study's 14" in row["why"]
+    # quick mode's P=10: three runs of the two, one of the others; overlapping intervals are said so
+    monkeypatch.setattr(labkit, "goodput", goodput(p1, {"bbr": [8.7, 9.1, 9.4], "westwood": [8.0, 8.9, 9.8],
+                                                        "cubic": [9.1], "reno": [9.2]}))
+    row = by_claim(scorecard.starlink_rows({"quick": lab2_run}))[LAB2_CLAIMS[4]]
+    assert row["verdict"] == "inconclusive" and "their intervals overlap" in row["why"]
+    assert "one run each" not in row["why"]
 
 
 def test_lab3_overlapping_intervals_are_inconclusive_not_differs(monkeypatch, tmp_path):
