@@ -48,6 +48,7 @@ if str(KIT) not in sys.path:
     sys.path.insert(0, str(KIT))
 
 from grading.build import ENGINE, SUPPORT  # noqa: E402
+from labs.lab_command import CCA_NAME  # noqa: E402  (the names the lab command accepts)
 
 MODES = ("quick", "full")
 REAL_MARK = "results look real"      # what labs 1-4's own record check prints when it passes
@@ -64,10 +65,8 @@ class LabFailed(RuntimeError):
 
 
 LAB_COMMAND = "/usr/local/sbin/cclab-lab-run"      # labkit.HELPER: the lab user's one sudo command
-# The labs whose experiments take a field of congestion controls (run_lab's `ccas`), and what a
-# name in --ccas may look like (a kernel module tcp_<name>).
+# The labs whose experiments take a field of congestion controls (run_lab's `ccas`).
 CCAS_LABS = ("lab2",)
-CCA_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
 def lab_command_allowed() -> bool:
