@@ -623,32 +623,35 @@ def swap_in_kept(lab: str, run_mode: str, root=None, progress=print, who: dict |
     return True
 
 
-def flow_seconds(lab: str, run_mode: str) -> float:
-    """The time the flows of a lab's runs take end to end (each run's last flow end, summed)."""
-    kit = kit_root()
-    if kit is not None and str(kit) not in sys.path:
-        sys.path.insert(0, str(kit))
-    from cclab import profiles, spec
+def flow_seconds(lab: str, run_mode: str, ccas=None) -> float:
+    """The time the flows of a lab's runs take end to end (each run's last flow end, summed),
+    with only the flows of `ccas` when a run is limited to some algorithms (load_experiment)."""
     total = 0.0
     for path in experiment_files(lab, run_mode):
-        table = {k: v for k, v in profiles.load_toml(path, "experiment").items() if k != "lab"}
-        exp = spec.from_dict(table, path.stem, path.parent)
+        try:
+            exp = _load_experiment(path, ccas)
+        except NoFlowSelected:                  # a limited run skips this file
+            continue
         span = max((f.start + (f.duration or 0) for f in exp.flows), default=0.0)
         total += span * exp.repetitions
     return total
 
 
-def _estimate(lab: str, run_mode: str, root) -> str:
-    flows = flow_seconds(lab, run_mode)
+def _estimate(lab: str, run_mode: str, root, ccas=None) -> str:
+    """How long a run of run_mode will take: its flows, and on this machine, when a quick-mode
+    run here gives the ratio of a run's wall time to its flows."""
+    flows = flow_seconds(lab, run_mode, ccas)
     ratio = None
     for d in (lab_dir(lab, root), kept_dir(lab, "quick", root)):
         rec = _mode_of(d) == "quick" and json.loads((d / RECORD).read_text())
         if rec and rec.get("seconds"):
-            ratio = rec["seconds"] / max(flow_seconds(lab, "quick"), 1.0)
+            ratio = rec["seconds"] / max(flow_seconds(lab, "quick", rec.get("ccas")), 1.0)
             break
+    limited = f" ({', '.join(ccas)} only)" if ccas else ""
     if ratio is None:
-        return f"{flows / 60:.0f} min of flows (run quick mode first for an estimate on this machine)"
-    return f"{flows / 60:.0f} min of flows, about {flows * ratio / 60:.0f} min on this machine"
+        return (f"{flows / 60:.0f} min of flows{limited} (run quick mode first for an estimate "
+                f"on this machine)")
+    return f"{flows / 60:.0f} min of flows{limited}, about {flows * ratio / 60:.0f} min on this machine"
 
 
 def run_staged(lab: str, run_mode: str, root, experiments, progress=print, extra=None) -> Path:
@@ -673,7 +676,7 @@ def run_staged(lab: str, run_mode: str, root, experiments, progress=print, extra
     if swap_in_kept(lab, run_mode, root, progress, who):
         return base
     if progress and run_mode == "full":
-        progress(f"{lab}: full mode: {_estimate(lab, run_mode, root)}")
+        progress(f"{lab}: full mode: {_estimate(lab, run_mode, root, (extra or {}).get('ccas'))}")
     if os.geteuid() != 0:
         return _run_through_helper(lab, run_mode, root, (extra or {}).get("ccas"), progress,
                                    (extra or {}).get("student"))

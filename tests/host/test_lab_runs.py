@@ -98,6 +98,25 @@ def test_enrolling_after_a_run_runs_again_on_the_students_link_and_keeps_the_fir
     assert tags == ["alice", "alice-full", "own"]
 
 
+def test_a_full_run_limited_to_some_algorithms_estimates_their_flows_only(tmp_path):
+    three = ["bbr", "cubic", "westwood"]
+    limited, field = labkit.flow_seconds("lab2", "full", three), labkit.flow_seconds("lab2", "full")
+    assert 0 < limited < field / 2              # 3 of lab 2's field of algorithms
+    said = []
+    labkit.run_staged("lab2", "full", tmp_path, fake_runs("f"), said.append, {"ccas": three})
+    assert f"lab2: full mode: {limited / 60:.0f} min of flows (bbr, cubic, westwood only) (run " \
+        "quick mode first" in said[0], said
+    # A quick run here (limited too) gives the machine's ratio, from its own flows.
+    quick = labkit.flow_seconds("lab2", "quick", three)
+    labkit.run_staged("lab2", "quick", tmp_path / "q", fake_runs("q"), None, {"ccas": three})
+    rec = labkit.read_record("lab2", tmp_path / "q")
+    labkit.write_record("lab2", "quick", [], tmp_path / "q", dict(rec, seconds=quick * 2))
+    said.clear()
+    labkit.run_staged("lab2", "full", tmp_path / "q", fake_runs("f"), said.append, {"ccas": three})
+    assert f"{limited / 60:.0f} min of flows (bbr, cubic, westwood only), about " \
+        f"{limited * 2 / 60:.0f} min on this machine" in said[0], said
+
+
 def test_quick_is_the_default_and_a_bad_mode_is_refused(monkeypatch):
     monkeypatch.delenv("CCLAB_MODE", raising=False)
     monkeypatch.delenv("CCLAB_QUICK", raising=False)
