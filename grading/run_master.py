@@ -34,6 +34,7 @@ which is kept.  Exit status: 0 all labs passed, 1 a lab failed, 2 bad usage.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import shutil
@@ -111,6 +112,24 @@ def parse_ccas(text: str) -> list[str]:
     return names
 
 
+@contextlib.contextmanager
+def environment(**given):
+    """This process's environment with `given` set (None: left out) for the block, and as it
+    was after it."""
+    def put(values):
+        for k, v in values.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    saved = {k: os.environ.get(k) for k in given}
+    try:
+        put(given)
+        yield
+    finally:
+        put(saved)
+
+
 def run_limited(lab: str, mode: str, work: Path, ccas: list[str]) -> None:
     """Run `lab`'s experiments limited to `ccas` into work/submission/<lab> (as its master's run
     cell would, through the lab command when not root); the master then finds them saved."""
@@ -119,19 +138,13 @@ def run_limited(lab: str, mode: str, work: Path, ccas: list[str]) -> None:
         sys.path.insert(0, where)
     import labkit
     _say(f"[{lab}] running its {mode}-mode experiments limited to {', '.join(ccas)}")
-    saved = os.environ.get("CCLAB_KIT")
-    os.environ["CCLAB_KIT"] = str(KIT)
     try:
-        labkit.run_lab(lab, mode, root=work / "submission", ccas=ccas,
-                       progress=lambda line: _say(f"[{lab}] {line}") if PROGRESS.match(line) else None)
+        with environment(CCLAB_KIT=str(KIT)):
+            labkit.run_lab(lab, mode, root=work / "submission", ccas=ccas,
+                           progress=lambda line: _say(f"[{lab}] {line}") if PROGRESS.match(line) else None)
     except Exception as e:              # the lab command's or the engine's one-line error
         raise LabFailed(f"{lab}: the run limited to {', '.join(ccas)} failed: "
                         f"{str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
-    finally:
-        if saved is None:
-            os.environ.pop("CCLAB_KIT", None)
-        else:
-            os.environ["CCLAB_KIT"] = saved
 
 
 def saved_mode(lab: str, results: Path) -> str:
@@ -159,13 +172,8 @@ def execute(lab: str, work: Path, mode: str, timeout: int = 900, export: bool = 
     nb = nbformat.read(work / f"{lab}.ipynb", as_version=4)
     if not export:
         nb.cells = [c for c in nb.cells if "grader.export" not in c.source]
-    env = {"CCLAB_MODE": mode, "CCLAB_KIT": str(KIT), "MPLBACKEND": "Agg"}
-    saved = {k: os.environ.get(k) for k in (*env, "CCLAB_REPLAY", "CCLAB_QUICK")}
-    os.environ.update(env)
-    os.environ.pop("CCLAB_REPLAY", None)
-    os.environ.pop("CCLAB_QUICK", None)
-    if replay:
-        os.environ["CCLAB_REPLAY"] = "1"
+    env = {"CCLAB_MODE": mode, "CCLAB_KIT": str(KIT), "MPLBACKEND": "Agg",
+           "CCLAB_REPLAY": "1" if replay else None, "CCLAB_QUICK": None}
     code = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"]
     began = time.monotonic()
     last = [began]
@@ -200,7 +208,8 @@ def execute(lab: str, work: Path, mode: str, timeout: int = 900, export: bool = 
     client.on_notebook_start = started
     client.on_cell_start = cell_started
     try:
-        client.execute()
+        with environment(**env):        # the kernel inherits it
+            client.execute()
     except CellExecutionError as e:
         where = next((code.index(i) + 1 for i, c in enumerate(nb.cells)
                       if i in code and any(o.get("output_type") == "error" for o in c.get("outputs", []))), "?")
@@ -208,12 +217,6 @@ def execute(lab: str, work: Path, mode: str, timeout: int = 900, export: bool = 
     except Exception as e:                                  # a dead kernel, a timeout
         raise LabFailed(f"{lab}: the notebook stopped in code cell {kernel.get('cell', '?')}: {type(e).__name__}: "
                         f"{str(e).splitlines()[0] if str(e) else ''}{_ended(kernel.get('proc'))}") from None
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
     took = time.monotonic() - began
     text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code"
                    for o in c.get("outputs", []))

@@ -160,3 +160,13 @@ def test_a_limited_run_goes_first_and_the_master_analyses_it(tmp_path, monkeypat
                                            r"lab2: RunError: congestion control nosuch is not available$"):
         rm.run("lab2", "quick", keep_dir=tmp_path / "keep2", ccas=["bbr", "nosuch"])
     assert not (tmp_path / "keep2").exists()
+
+
+def test_the_masters_environment_is_set_for_the_block_and_restored_after_a_failure(monkeypatch):
+    monkeypatch.setenv("CCLAB_QUICK", "1")
+    monkeypatch.delenv("CCLAB_REPLAY", raising=False)
+    with pytest.raises(RuntimeError):
+        with rm.environment(CCLAB_REPLAY="1", CCLAB_QUICK=None):
+            assert rm.os.environ["CCLAB_REPLAY"] == "1" and "CCLAB_QUICK" not in rm.os.environ
+            raise RuntimeError
+    assert rm.os.environ["CCLAB_QUICK"] == "1" and "CCLAB_REPLAY" not in rm.os.environ
