@@ -353,12 +353,8 @@ def _span(d: dict) -> tuple[float, float]:
 
 def _apart(x: dict, y: dict) -> str:
     """"higher" or "lower" when the spans (_span) of x and y do not meet, else "inconclusive"."""
-    (lo_x, hi_x), (lo_y, hi_y) = _span(x), _span(y)
-    if lo_x > hi_y:
-        return "higher"
-    if hi_x < lo_y:
-        return "lower"
-    return "inconclusive"
+    from cclab.analysis import stats
+    return stats.order(_span(x), _span(y))
 
 
 def _vs(a, b) -> str:

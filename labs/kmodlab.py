@@ -650,14 +650,9 @@ def compare(a, b, confidence: float = 0.95) -> str:
     """"higher" if the t-interval of mean(a) lies wholly above that of mean(b), "lower" if wholly
     below, else "inconclusive" (also with fewer than two finite observations on a side)."""
     x, y = stats.mean_ci(list(a), confidence), stats.mean_ci(list(b), confidence)
-    if x["n"] < 2 or y["n"] < 2 or not all(math.isfinite(v) for v in
-                                           (x["ci_low"], x["ci_high"], y["ci_low"], y["ci_high"])):
+    if x["n"] < 2 or y["n"] < 2:
         return "inconclusive"
-    if x["ci_low"] > y["ci_high"]:
-        return "higher"
-    if x["ci_high"] < y["ci_low"]:
-        return "lower"
-    return "inconclusive"
+    return stats.order((x["ci_low"], x["ci_high"]), (y["ci_low"], y["ci_high"]))
 
 
 # claim -> (what the seed reports for Spline against the other, the seed's figures)

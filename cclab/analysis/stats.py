@@ -79,6 +79,18 @@ def mean_ci(values, confidence: float = 0.95) -> dict:
     return out
 
 
+def order(x: tuple[float, float], y: tuple[float, float]) -> str:
+    """How interval x = (low, high) stands against interval y: "higher" when it lies wholly above,
+    "lower" when wholly below, "inconclusive" when they meet or a bound is not a finite number."""
+    if not all(math.isfinite(v) for v in (*x, *y)):
+        return "inconclusive"
+    if x[0] > y[1]:
+        return "higher"
+    if x[1] < y[0]:
+        return "lower"
+    return "inconclusive"
+
+
 def jain(values) -> float:
     """Jain's fairness index (sum x)^2 / (n sum x^2): 1 for equal shares, 1/n for one hog."""
     v = np.asarray(list(values), dtype=float)

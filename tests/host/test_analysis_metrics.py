@@ -56,6 +56,14 @@ def test_mean_ci():
     assert stats.mean_ci([])["n"] == 0
 
 
+def test_order_of_two_intervals():
+    assert stats.order((3.0, 4.0), (1.0, 2.5)) == "higher"
+    assert stats.order((1.0, 2.5), (3.0, 4.0)) == "lower"
+    assert stats.order((1.0, 3.0), (3.0, 4.0)) == "inconclusive"        # they meet
+    assert stats.order((5.0, math.nan), (1.0, 2.0)) == "inconclusive"
+    assert stats.order((5.0, 6.0), (-math.inf, 2.0)) == "inconclusive"
+
+
 # ---------------------------------------------------------------- per run
 
 @pytest.fixture(scope="module")
