@@ -927,7 +927,7 @@ def starlink_rows(roots: dict, extra: list | None = None) -> list[dict]:
                     if min(len(v["westwood"]), len(v["bbr"])) < 2
                     else "; their intervals overlap: no lead either way")
         if subset(v):
-            why += f"; the best of the field {subset(v).replace('judged on ', '')}"
+            why += f"; the field's best {subset(v)}"
         return verdict, why
 
     def share_cell(m):
