@@ -283,6 +283,7 @@ def base_rtt(tmp_path_factory):
     return extra
 
 
+@pytest.mark.nightly
 def test_wired(tmp_path, no_hystart, base_rtt):
     # the probe starts 1.5 s after the flow's planned end: its test begins once it is connected
     flows = [Flow(cca="cubic", start=2, duration=7), udp_probe(10.5)]
@@ -339,6 +340,7 @@ def test_wired(tmp_path, no_hystart, base_rtt):
     assert len(probe[probe.flow == 1]) > 1000 and probe.srtt_us.median() > 20000 * 0.9
 
 
+@pytest.mark.nightly
 def test_starlink_seed_rate_and_rtt(tmp_path, base_rtt):
     # The seed's links without the random loss: tbf's 10 Mbit/s and the 50 ms of netem.  With
     # HyStart (unlike the other rate checks): without it slow start overshoots into tbf's
@@ -382,6 +384,7 @@ def assert_netem_loss(d, dev, lost, sent, percent):
     assert lost >= 0.95 * netem.drops
 
 
+@pytest.mark.nightly
 def test_geo(tmp_path, no_hystart, base_rtt):
     # the UDP probe starts 1.5 s after the flow: the 2-BDP queue (1.2 s) has drained by then
     d, man = run(tmp_path, "geo", [Flow(cca="cubic", start=2, duration=28), udp_probe(31.5)],
@@ -433,6 +436,7 @@ def test_wifi_slot_model():
     assert slot_one_way(0.003, 0.002, 0.0008, 0.010) == pytest.approx(acc / n, rel=0.01)
 
 
+@pytest.mark.nightly
 def test_wifi(tmp_path, no_hystart, base_rtt):
     flows = [Flow(cca="cubic", start=3, duration=6), udp_probe(9.5)]
     d, man, got = run_for_rate(tmp_path, "wifi", flows, (5, 9.2), 50e6 * PAYLOAD,
@@ -558,6 +562,7 @@ def test_leo_rtt_changes_at_reconfiguration(tmp_path, base_rtt):
 LEO_STATIC = {"dynamics": {"align": "start", "offset": "1000s"}}
 
 
+@pytest.mark.nightly
 def test_leo_rate_and_rtt(tmp_path, no_hystart, base_rtt):
     # The profile's initial 80 Mbit/s down and 15 ms each way, with the 1 % loss off (Mathis)
     override = dict(LEO_STATIC, down={"loss": 0}, up={"loss": 0})

@@ -408,6 +408,7 @@ def geo(tmp_path_factory):
     return d, man, seen["delays"]
 
 
+@pytest.mark.nightly
 def test_geo_one_way_delays(geo):
     d, man, delays = geo
     for direction in ("down", "up"):
@@ -419,6 +420,7 @@ def test_geo_one_way_delays(geo):
         assert min(got) >= 0.300
 
 
+@pytest.mark.nightly
 def test_geo_up_rate(geo):
     d, man, delays = geo
     # GEO's 5 Mbit/s up, offered 8 Mbit/s: the up netem's queue overflows (the shaper, not the

@@ -695,6 +695,7 @@ def test_search_ack_stall(mods):
 # --- stress matrix -----------------------------------------------------------------------------
 
 
+@pytest.mark.stress
 def test_stress_rtt_5s(mods, path):
     """Each module carries a flow across a 5 s RTT, the two flows side by side (iperf3 spends
     about four RTTs before its data moves and three after: one wait serves both)."""
@@ -723,6 +724,7 @@ def test_stress_rtt_5s(mods, path):
               f"{data[cca]['end']['sum_received']['bits_per_second'] / 1e6:.2f} Mbit/s")
 
 
+@pytest.mark.stress
 @pytest.mark.parametrize("cca", ["spline", "search"])
 def test_stress_loss_50(mods, path, cca):
     # Half of all data packets lost: iperf3 may give up, the kernel must not. The loss
@@ -754,6 +756,7 @@ def test_stress_loss_50(mods, path, cca):
           f"{w.busiest()['bytes_acked'] - lossy_from} bytes acked under loss")
 
 
+@pytest.mark.stress
 @pytest.mark.parametrize("cca", ["spline", "search"])
 def test_stress_20_flows(mods, path, cca):
     path.shape(["rate", "10mbit", "delay", "25ms", "limit", "1000"])

@@ -92,6 +92,7 @@ def test_no_arp_crosses_the_lossy_link(lossy_path):
             assert "PERMANENT" in out, f"{name} {dev}: {out!r}"
 
 
+@pytest.mark.nightly
 @pytest.mark.parametrize("cca", CCAS)
 def test_flow_ran_the_requested_algorithm(goodputs, cca):
     seen = goodputs[cca]["ss"]
@@ -100,11 +101,13 @@ def test_flow_ran_the_requested_algorithm(goodputs, cca):
     assert goodputs[cca]["reported"] == cca
 
 
+@pytest.mark.nightly
 def test_rates_below_the_link_rate(goodputs):
     for cca, r in goodputs.items():
         assert 0.1 < r["mbps"] <= 10.0, f"{cca}: {r['mbps']:.2f} Mbit/s on a 10 Mbit/s link"
 
 
+@pytest.mark.nightly
 def test_bbr_beats_cubic_under_random_loss(goodputs):
     bbr, cubic = goodputs["bbr"]["mbps"], goodputs["cubic"]["mbps"]
     assert bbr > 2 * cubic, f"bbr {bbr:.2f} Mbit/s is not more than 2x cubic {cubic:.2f} Mbit/s"
