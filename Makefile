@@ -53,7 +53,7 @@ VM_PYTEST = python3 -m pytest -v -p no:cacheprovider --durations=0 --durations-m
 vm_suite = sh -c 'vm/guest-diag.sh start; echo "[guest] kernel $$(uname -r)"; \
 	  $(VM_PYTEST) $(if $(1),-m "$(1)") $(2); rc=$$?; vm/guest-diag.sh report; exit $$rc'
 vm-test: vm-image
-	$(PYTHON) -m pytest -v -p no:cacheprovider -m "not nightly" tests/vmhost
+	$(PYTHON) -m pytest -v -p no:cacheprovider --durations=0 --durations-min=2 -m "not nightly" tests/vmhost
 	vm/run.sh --timeout $(VM_TIMEOUT) -- $(call vm_suite,not nightly,tests/vm)
 
 # The in-VM tests marked nightly, on the default kernel: SEARCH's two long experiments (the GEO

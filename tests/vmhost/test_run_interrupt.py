@@ -62,7 +62,7 @@ def test_a_guest_that_stops_answering_is_taken_apart():
     r = subprocess.run([str(KIT / "vm/run.sh"), "--", "sh", "-c",
                         "kill -STOP $(cat /run/cclab-heartbeat.pid) && echo heartbeat-stopped; "
                         "sleep 600"],
-                       env=dict(os.environ, CCLAB_VM_STALL="30"),
+                       env=dict(os.environ, CCLAB_VM_STALL="15"),
                        capture_output=True, text=True, timeout=400)
     assert "heartbeat-stopped" in r.stdout, r.stderr[-2000:]
     assert r.returncode == 125, r.stderr[-2000:]
