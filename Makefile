@@ -46,14 +46,16 @@ vm-image:
 # time goes).  It runs as root in a guest without systemd: the
 # engine, the link emulation, the kernel modules, the lab command.  The labs themselves run in
 # test-student, as a student runs them.
-VM_PYTEST = python3 -m pytest -v -p no:cacheprovider --durations=0 --durations-min=2
+# pytest's arguments wherever make test times its tests: every phase of 2 s or more is printed
+TIMED_PYTEST_ARGS = -v -p no:cacheprovider --durations=0 --durations-min=2
+VM_PYTEST = python3 -m pytest $(TIMED_PYTEST_ARGS)
 # $(call vm_suite,MARKERS,TESTS): the guest's command for an in-VM run of the TESTS that MARKERS
 # (a pytest -m expression; empty: all of them) selects, between guest-diag.sh's start and report, which names the
 # kernel it runs on.
 vm_suite = sh -c 'vm/guest-diag.sh start; echo "[guest] kernel $$(uname -r)"; \
 	  $(VM_PYTEST) $(if $(1),-m "$(1)") $(2); rc=$$?; vm/guest-diag.sh report; exit $$rc'
 vm-test: vm-image
-	$(PYTHON) -m pytest -v -p no:cacheprovider --durations=0 --durations-min=2 -m "not nightly" tests/vmhost
+	$(PYTHON) -m pytest $(TIMED_PYTEST_ARGS) -m "not nightly" tests/vmhost
 	vm/run.sh --timeout $(VM_TIMEOUT) -- $(call vm_suite,not nightly,tests/vm)
 
 # The in-VM tests marked nightly, on the default kernel: SEARCH's two long experiments (the GEO
@@ -107,7 +109,7 @@ STUDENT_RUNS := build/student-runs/$(shell date -u +%Y%m%d-%H%M%S)
 test-student: vm-image grader-venv
 	$(PYTHON) grading/build.py lab1 lab2 lab3 lab4 lab5 --out $(DIST)
 	CCLAB_DIST=$(DIST) CCLAB_STUDENT_RUNS=$(STUDENT_RUNS) CCLAB_GRADER_PYTHON=$(GRADER_VENV)/bin/python \
-	  $(PYTHON) -m pytest -v -p no:cacheprovider -s --durations=0 --durations-min=2 tests/student
+	  $(PYTHON) -m pytest $(TIMED_PYTEST_ARGS) -s tests/student
 	@echo "== what each lab's quick mode cost beyond its flows in this guest (a figure, not a test)"
 	@$(PYTHON) bench/lab_overhead.py --kept $(STUDENT_RUNS) || echo "bench/lab_overhead.py: no table (see above)"
 
