@@ -3,7 +3,11 @@
 1. sender -> router -> receiver, the router's egress towards the receiver shaped to 10 Mbit/s,
    50 ms one-way delay and 2 % loss (the data direction only). iperf3 runs reno, cubic, vegas
    and bbr; the algorithm each flow really used is read from its socket, and BBR, which does not
-   treat random loss as congestion, must get more than twice Cubic's goodput.
+   treat random loss as congestion, must get more than twice Cubic's goodput.  These flows are
+   marked nightly: in make test, lab 2 in the browser runs the same four algorithms on its
+   randomly lossy link, each flow's congestion control checked against the one asked for, and
+   BBR's and Cubic's goodput graded against the lab's reference bands.  The path's own checks
+   (netem on the router, no ARP across the lossy link) stay in make test.
 2. Mininet starts a two-host topology without Open vSwitch and passes pingall.
 """
 import re
