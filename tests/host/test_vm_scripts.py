@@ -212,3 +212,39 @@ def test_a_killed_run_leaves_no_guest_and_no_lock(fake_guest):
             except BlockingIOError:
                 assert time.monotonic() < deadline, "the lock is still held"
                 time.sleep(0.1)
+
+
+def provision_function(name: str) -> str:
+    """One shell function of vm/provision.sh, as its text (to run it alone)."""
+    text = (KIT / "vm" / "provision.sh").read_text()
+    start = text.index(f"\n{name}() {{") + 1
+    return text[start:text.index("\n}\n", start) + 3]
+
+
+def test_module_sources_hash_follows_sources_not_build_products(tmp_path):
+    """Provisioning skips the DKMS build when the checkout's module sources hash as the installed
+    ones do: a changed or added source changes the hash; build products and the module tests
+    (kmod/test, whose harness make check builds) do not."""
+    fn = provision_function("kmod_source_files") + provision_function("kmod_sources_hash")
+
+    def digest(d):
+        r = run(["bash", "-c", fn + 'kmod_sources_hash "$1"', "-", str(d)])
+        return r.returncode, r.stdout.strip()
+    a, b = tmp_path / "a", tmp_path / "b"
+    shutil.copytree(KIT / "kmod", a, ignore=shutil.ignore_patterns("*.o", "*.ko", ".*.cmd"))
+    shutil.copytree(a, b)
+    rc, first = digest(a)
+    assert rc == 0 and len(first) == 64
+    for junk in ("tcp_spline.o", "tcp_spline.ko", ".tcp_spline.o.cmd", "tcp_spline.mod.c",
+                 "Module.symvers", "modules.order", "test/harness", "test/new_case.c"):
+        (b / junk).parent.mkdir(exist_ok=True)
+        (b / junk).write_text("built")
+    assert digest(b) == (0, first)
+    with open(b / "tcp_spline.c", "a") as f:
+        f.write("/* edited */\n")
+    assert digest(b)[1] != first
+    shutil.rmtree(b)
+    shutil.copytree(a, b)
+    (b / "extra.h").write_text("#define X 1\n")
+    assert digest(b)[1] != first
+    assert digest(tmp_path / "missing")[0] != 0
