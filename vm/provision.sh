@@ -206,14 +206,13 @@ for m in sch_netem sch_fq sch_tbf tcp_bbr tcp_vegas tcp_htcp; do
 done
 
 # ---------------------------------------------------------------- the kit's modules (DKMS)
-# The module sources DKMS is handed: kmod/ without its tests and without build products (the
-# names kmod/.gitignore lists), NUL-separated in one order.  Both the copy into /usr/src and the
-# hash below take this list, so equal hashes mean two folders hold the same sources.
+# The module sources DKMS is handed, the files its build reads (dkms.conf, Kbuild, Makefile and
+# the C sources and headers; not kmod/test, the docs or build products), NUL-separated in one
+# order.  Both the copy into /usr/src and the hash below take this list, so equal hashes mean
+# two folders hold the same sources.
 kmod_source_files() {
-  ( cd "$1" && find . \( -path ./test -o -name .tmp_versions \) -prune -o -type f \
-      ! -name '*.o' ! -name '*.ko' ! -name '*.mod' ! -name '*.mod.c' ! -name '*.cmd' \
-      ! -name '*.a' ! -name '.*.d' ! -name modules.order ! -name Module.symvers -print0 \
-      | LC_ALL=C sort -z )
+  ( cd "$1" && find . -maxdepth 1 -type f \( -name dkms.conf -o -name Kbuild -o -name Makefile \
+      -o -name '*.c' -o -name '*.h' \) ! -name '*.mod.c' -print0 | LC_ALL=C sort -z )
 }
 kmod_sources_hash() {
   [ -d "$1" ] || return 1

@@ -223,8 +223,8 @@ def provision_function(name: str) -> str:
 
 def test_module_sources_hash_follows_sources_not_build_products(tmp_path):
     """Provisioning skips the DKMS build when the checkout's module sources hash as the installed
-    ones do: a changed or added source changes the hash; build products and the module tests
-    (kmod/test, whose harness make check builds) do not."""
+    ones do: a changed or added source changes the hash; build products, the docs and the module
+    tests (kmod/test, whose harness make check builds) do not."""
     fn = provision_function("kmod_source_files") + provision_function("kmod_sources_hash")
 
     def digest(d):
@@ -236,7 +236,8 @@ def test_module_sources_hash_follows_sources_not_build_products(tmp_path):
     rc, first = digest(a)
     assert rc == 0 and len(first) == 64
     for junk in ("tcp_spline.o", "tcp_spline.ko", ".tcp_spline.o.cmd", "tcp_spline.mod.c",
-                 "Module.symvers", "modules.order", "test/harness", "test/new_case.c"):
+                 "Module.symvers", "modules.order", "test/harness", "test/new_case.c",
+                 "README.md", "NOTES.txt"):
         (b / junk).parent.mkdir(exist_ok=True)
         (b / junk).write_text("built")
     assert digest(b) == (0, first)
