@@ -16,7 +16,7 @@ no network behind.  The box's base volume, which vagrant-libvirt keeps in the po
 `vagrant up` of the same box by design, is removed with the box at the end and the pool is then
 checked to be as it was.
 
-Run by `make test-vagrant` (not part of `make test`: 7-12 min under emulation on a 2-core
+Run by `make test-vagrant` (not part of `make test`: 6-7 min under emulation on a 2-core
 host).  Needs root, vagrant, vagrant-libvirt, a running libvirtd (qemu:///system) with dnsmasq,
 and port 8888 free on 127.0.0.1.  Everything heavy runs at the lowest CPU priority (builds under nice, the
 guest's QEMU threads reniced).  Artefacts (the logs) go to $CCLAB_VAGRANT_ARTIFACTS, default
