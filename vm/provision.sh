@@ -219,13 +219,13 @@ kmod_sources_hash() {
   ( cd "$1" && kmod_source_files . | xargs -0 -r sha256sum ) | sha256sum | cut -d' ' -f1
 }
 # Whether DKMS has the checkout's module sources (NAME VER in SRC) built and installed for KVER,
-# every module dkms.conf names in place.
+# every module the checkout's dkms.conf names in place.
 kmod_current() {
   local want have m
   want=$(kmod_sources_hash "$KIT/kmod") && have=$(kmod_sources_hash "$4") || return 1
   [ "$want" = "$have" ] || return 1
   dkms status -m "$1" -v "$2" -k "$3" 2>/dev/null | grep ': installed' > /dev/null || return 1
-  for m in $(sed -n 's/^BUILT_MODULE_NAME\[[0-9]*\]="\?\([^"]*\)"\?/\1/p' "$dkms_conf"); do
+  for m in $(sed -n 's/^BUILT_MODULE_NAME\[[0-9]*\]="\?\([^"]*\)"\?/\1/p' "$KIT/kmod/dkms.conf"); do
     modinfo -k "$3" -n "$m" 2>/dev/null | grep "/$3/updates/dkms/" > /dev/null || return 1
   done
 }

@@ -363,7 +363,7 @@ def test_provisioning_keeps_modules_built_from_the_same_sources_and_rebuilds_edi
     release = os.uname().release
     check = ("".join(map(_provision_function, ("kmod_source_files", "kmod_sources_hash",
                                                 "kmod_current")))
-             + 'dkms_conf=$KIT/kmod/dkms.conf; kmod_current cclab-tcp 0.1 "$1" /usr/src/cclab-tcp-0.1')
+             + 'kmod_current cclab-tcp 0.1 "$1" /usr/src/cclab-tcp-0.1')
 
     def current(kit):
         return subprocess.run(["bash", "-c", check, "-", release], capture_output=True, text=True,
