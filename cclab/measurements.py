@@ -130,11 +130,14 @@ class Tracer(Measurement):
     def stop(self, run) -> None:
         if self.tracer is None:
             return
+        keep = run.keeping_network()
         try:
-            self.tracer.stop()
+            self.tracer.stop(keep=keep)
         except OSError as e:
             run.errors.append(f"tcp_probe: {e}")
-        run.state.set_trace_instance(None)
+            keep = False
+        if not keep:
+            run.state.set_trace_instance(None)
 
     def tables(self, run, found: Found) -> dict[str, list[dict]]:
         path = run.raw / "tcp_probe.txt"

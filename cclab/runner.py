@@ -136,9 +136,16 @@ def signals_held():
 
 # ---------------------------------------------------------------- a network kept between runs
 
+def _tear_down(rec, net) -> list[int]:
+    """Take down a run's network (when it was built) and the tracing instance kept with it."""
+    measure.drop_kept_instances()
+    return rec.tear_down(net.stop if net is not None else None)
+
+
 class _Kept:
     """The network the last run of this process left up for the next, with the state record
-    that lists it (topo.shape_key says which runs can take it)."""
+    that lists it (topo.shape_key says which runs can take it), and the run's tracing instance
+    (measure.ProbeTracer.stop(keep=True)), which goes down with it."""
 
     def __init__(self):
         self.depth = 0                  # keep_network() blocks open
@@ -152,7 +159,7 @@ class _Kept:
         if net is not None and net.key is not None and net.key == topo.shape_key(exp):
             return net, rec
         if net is not None:
-            rec.tear_down(net.stop)
+            _tear_down(rec, net)
         return None, None
 
     def put(self, net, rec) -> bool:
@@ -166,7 +173,7 @@ class _Kept:
     def drop(self) -> None:
         net, rec, self.net, self.state = self.net, self.state, None, None
         if net is not None:
-            rec.tear_down(net.stop)
+            _tear_down(rec, net)
 
 
 _kept = _Kept()
@@ -264,7 +271,7 @@ class Run:
             self.raw.mkdir(parents=True, exist_ok=False)
         except OSError:
             if kept is not None:
-                record.tear_down(kept.stop)
+                _tear_down(record, kept)
             raise
         # git answers while the network is built (0.7 s of the software-emulated VM's time)
         kit = []
@@ -523,9 +530,15 @@ class Run:
             m.stop(self)
         if self.net is not None and not self.errors and _kept.put(self.net, self.state):
             return
-        left = self.state.tear_down(self.net.stop if self.net is not None else None)
+        left = _tear_down(self.state, self.net)
         if left:
             self.errors.append(f"processes still in the run's namespaces: {left}")
+
+    def keeping_network(self) -> bool:
+        """Whether this run's network may be left up for the next (asked while it ends: the
+        tracer then keeps its instance too; _cleanup takes both down if the keeping fails)."""
+        return (_kept.depth > 0 and self.net is not None and self.net.key is not None
+                and not self.errors)
 
     def _tables(self) -> None:
         """Raw output -> CSV tables (whatever exists, also after an interruption)."""

@@ -150,14 +150,21 @@ class RunData:
             return ch.iloc[0:0]
         return ch[(ch["direction"] == direction) & ch["rate_bps"].notna()].sort_values("t_applied")
 
+    def _rate_steps(self, direction: str) -> tuple[list, list]:
+        """(times, rates) of expected_rate: rates[k] holds from times[k] to times[k + 1].
+        Worked out once per direction (the fidelity checks ask for a rate per sample pair)."""
+        key = ("rate_steps", direction)
+        if key not in self.cache:
+            ch = self.rate_changes(direction)
+            self.cache[key] = ([-math.inf] + list(ch["t_applied"].astype(float)) + [math.inf],
+                               [self.rate(direction)] + list(ch["rate_bps"].astype(float)))
+        return self.cache[key]
+
     def expected_rate(self, direction: str, t0: float, t1: float) -> float:
         """Mean configured rate over [t0, t1], following link changes (changes.csv)."""
-        base = self.rate(direction)
-        ch = self.rate_changes(direction)
-        if not len(ch):
-            return base
-        times = [-math.inf] + list(ch["t_applied"].astype(float)) + [math.inf]
-        rates = [base] + list(ch["rate_bps"].astype(float))
+        times, rates = self._rate_steps(direction)
+        if len(rates) == 1:
+            return rates[0]
         if t1 <= t0:
             i = max(k for k in range(len(rates)) if times[k] <= t0)
             return rates[i]

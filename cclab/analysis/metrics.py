@@ -36,7 +36,14 @@ def _num(df: pd.DataFrame, col: str) -> pd.Series:
 # ---------------------------------------------------------------- time series
 
 def flow_info(run: RunData) -> pd.DataFrame:
-    """flows.csv with numeric columns, indexed by flow number."""
+    """flows.csv with numeric columns, indexed by flow number (a copy: the caller may change
+    it).  Worked out once per run: the fidelity checks alone ask for it about ten times."""
+    if "flow_info" not in run.cache:
+        run.cache["flow_info"] = _flow_info(run)
+    return run.cache["flow_info"].copy()
+
+
+def _flow_info(run: RunData) -> pd.DataFrame:
     fl = run.table("flows").copy()
     if not len(fl):
         return fl
@@ -546,7 +553,15 @@ def shares(run: RunData, window: tuple[float, float] | None = None) -> pd.DataFr
 
 
 def qdisc_root(run: RunData, direction: str) -> pd.DataFrame:
-    """Samples of the root qdisc of the bottleneck in one direction (first device if several)."""
+    """Samples of the root qdisc of the bottleneck in one direction (first device if several),
+    with numeric columns; a copy of what is worked out once per run and direction."""
+    key = ("qdisc_root", direction)
+    if key not in run.cache:
+        run.cache[key] = _qdisc_root(run, direction)
+    return run.cache[key].copy()
+
+
+def _qdisc_root(run: RunData, direction: str) -> pd.DataFrame:
     q = run.table("qdisc")
     if not len(q):
         return q

@@ -2,6 +2,7 @@
 run unless a CPU's ring buffer passes half full; everything is read at stop()."""
 
 import os
+import shutil
 import time
 
 from cclab import measure
@@ -83,3 +84,54 @@ def test_tracer_reads_nothing_during_the_run_until_a_buffer_fills(tmp_path):
     assert out.read_text() == LINE * 4             # the rest was read at stop()
     assert t.lost == 5
     assert measure.parse_probe(out.read_text(), 1234.0, lambda a, b: 1)[0]["srtt_us"] == 40123
+
+
+def test_a_kept_instance_is_emptied_and_set_up_again_by_the_next_tracer(tmp_path, monkeypatch):
+    """stop(keep=True) leaves the instance (events off) for this process's next tracer, which
+    clears its buffers and sets its own filters instead of making a new one; a plain stop(), or
+    drop_kept_instances(), removes it."""
+    removed = []
+
+    def remove(path):                         # a fake tracefs's files do not go with rmdir
+        removed.append(path)
+        shutil.rmtree(path)
+    monkeypatch.setattr(measure, "stop_trace_instance", remove)
+    monkeypatch.setattr(measure, "_KEPT_INSTANCES", {})
+    root = str(tmp_path / "tracefs")
+    first = measure.ProbeTracer([5201, 5202], tmp_path / "a.txt")
+    first.root = root
+    first.start(_fake(root))
+    inst = first.path
+    first.stop(keep=True)
+    assert removed == [] and os.path.isdir(inst)
+    assert open(os.path.join(inst, "events/tcp/tcp_probe/enable")).read() == "0"
+    assert measure._KEPT_INSTANCES == {inst: first.buffer_kb}
+    with open(os.path.join(inst, "trace"), "w") as f:
+        f.write("events of the last run\n")
+
+    made = []
+    second = measure.ProbeTracer([5203, 5206], tmp_path / "b.txt")
+    second.root = root
+    second.start(made.append)                 # a new instance would have no events/ folder
+    assert made == [inst] and second.path == inst and measure._KEPT_INSTANCES == {}
+    assert open(os.path.join(inst, "trace")).read() == ""            # its buffers emptied
+    assert open(os.path.join(inst, "events/enable")).read() == "0"   # every event off first
+    assert open(os.path.join(inst, "events/tcp/tcp_probe/filter")).read() == \
+        "dport >= 5203 && dport <= 5206"
+    assert open(os.path.join(inst, "events/tcp/tcp_probe/enable")).read() == "1"
+    second.stop()
+    assert removed == [inst] and measure._KEPT_INSTANCES == {}
+
+    third = measure.ProbeTracer([5201], tmp_path / "c.txt")
+    third.root = root
+    third.start(_fake(str(tmp_path / "elsewhere")))            # a new instance: its files
+    third.stop(keep=True)
+    measure._KEPT_INSTANCES[inst] = 1                           # as if kept with other buffers
+    fourth = measure.ProbeTracer([5201], tmp_path / "d.txt")
+    fourth.root = root
+    fourth.start(_fake(str(tmp_path / "elsewhere-too")))
+    assert removed == [inst, inst] and measure._KEPT_INSTANCES == {}   # not reused: made again
+    fourth.stop(keep=True)
+    assert measure._KEPT_INSTANCES == {inst: fourth.buffer_kb}
+    measure.drop_kept_instances()
+    assert removed == [inst, inst, inst] and measure._KEPT_INSTANCES == {}

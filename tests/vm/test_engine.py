@@ -25,6 +25,7 @@ import statistics
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 
 import numpy as np
 import pytest
@@ -775,6 +776,18 @@ def test_a_kept_network_gives_each_run_its_own_settings(tmp_path):
     assert not [l for l in json.loads(links) if l["ifname"].startswith("cc-")]
 
 
+@contextmanager
+def servers_that_never_listen(monkeypatch):
+    """Inside: a run fails while it starts its iperf3 servers (after its network and tracer)."""
+    from cclab import measurements
+
+    def broken(self, run, listen_timeout=10.0):
+        raise measurements.MeasurementError("a server that never listens")
+    with monkeypatch.context() as m:
+        m.setattr(measurements.Iperf, "start", broken)
+        yield
+
+
 def test_a_failed_run_takes_its_kept_network_down(tmp_path, monkeypatch):
     """A run that fails inside keep_network does not hand its network on: the next run builds
     a new one."""
@@ -783,20 +796,42 @@ def test_a_failed_run_takes_its_kept_network_down(tmp_path, monkeypatch):
     with runner.keep_network():
         runner.run(e, out=tmp_path / "1")
         before = set(state.kit_shells())
-        from cclab import measurements
-        real = measurements.Iperf.start
-
-        def broken(self, run, listen_timeout=10.0):
-            raise measurements.MeasurementError("a server that never listens")
-        monkeypatch.setattr(measurements.Iperf, "start", broken)
-        with pytest.raises(runner.RunError, match="never listens"):
-            runner.run(e, out=tmp_path / "2")
+        with servers_that_never_listen(monkeypatch):
+            with pytest.raises(runner.RunError, match="never listens"):
+                runner.run(e, out=tmp_path / "2")
         assert state.kit_shells() == {}
-        monkeypatch.setattr(measurements.Iperf, "start", real)
         (d,) = runner.run(e, out=tmp_path / "3")
         assert results.read_manifest(d)["network"] == "built"
         assert not set(state.kit_shells()) & before
     assert state.kit_shells() == {} and not state.state_file().exists()
+
+
+def test_a_kept_network_keeps_its_tracing_instance_emptied_between_runs(tmp_path, monkeypatch):
+    """On a kept network the next run takes the tcp_probe instance the last one left (events
+    off, buffers full-size) and empties it: each run's probe table holds its own flow only.  A
+    failed run takes the instance down with its network, and so does the block's end."""
+    e = Experiment(name="keep-probe", profile="wired", flows=[Flow(cca="cubic", duration=2)],
+                   measure=Measure(tcp_probe=True, ping_interval=0.1, cpu=False), tail=0.5)
+    inst = os.path.join(measure.tracefs(), "instances", "cclab")
+    with runner.keep_network():
+        (a,) = runner.run(e, out=tmp_path / "a")
+        assert os.path.isdir(inst)                  # left for the next run, its events off
+        with open(os.path.join(inst, "events/tcp/tcp_probe/enable")) as f:
+            assert f.read().strip() == "0"
+        (b,) = runner.run(e, out=tmp_path / "b")
+        for d in (a, b):
+            probe = results.load(d, "probe")
+            print(f"\n{d.parent.parent.name}: {len(probe)} tcp_probe rows, t from "
+                  f"{probe.t.min():.3f} to {probe.t.max():.3f} s")
+            assert len(probe) > 100 and probe.t.min() >= 0 and set(probe.flow) == {1}
+        assert results.read_manifest(b)["network"] == "kept"
+        with servers_that_never_listen(monkeypatch):
+            with pytest.raises(runner.RunError, match="never listens"):
+                runner.run(e, out=tmp_path / "c")
+        assert not os.path.isdir(inst) and state.kit_shells() == {}
+        runner.run(e, out=tmp_path / "d")
+        assert os.path.isdir(inst)
+    assert not os.path.isdir(inst) and not state.state_file().exists()
 
 
 def test_links_the_root_script_left_unmoved_are_deleted(tmp_path, monkeypatch):
