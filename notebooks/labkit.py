@@ -1336,3 +1336,42 @@ def outside_bands(lab: str, metric: str, values: pd.Series, root=None) -> list[s
         if b is not None and not (b[0] <= float(v) <= b[1]):
             out.append(f"{key}: {float(v):.3g} outside the reference band [{b[0]:g}, {b[1]:g}]")
     return out
+
+
+# ---------------------------------------------------------------- figures in a notebook
+
+def _show_laid_out_figures_as_drawn() -> bool:
+    """In a notebook's kernel: show a figure whose layout its code already made (tight_layout,
+    which cclab.analysis.plots.finish also calls, or a layout engine) as it was laid out,
+    without the inline backend's bbox_inches="tight".  That option measures every text on the
+    figure once more to crop it: 1.5-2.5 s a figure in the software-emulated lab VM, for a crop
+    the layout has already made.  A figure without a layout (a student's own plot, a pandas
+    bar chart) is cropped as before.  Anything else the course set (InlineBackend's
+    print_figure_kwargs) is kept.  True when installed."""
+    if "IPython" not in sys.modules:
+        return False
+    try:
+        from IPython import get_ipython
+        from IPython.core.pylabtools import print_figure
+        shell = get_ipython()
+        if shell is None or "inline" not in __import__("matplotlib").get_backend():
+            return False
+        import matplotlib.pyplot  # noqa: F401  (the inline backend registers its formatter)
+        from matplotlib.figure import Figure
+        from matplotlib_inline.config import InlineBackend
+    except Exception:                           # no kernel, another backend: nothing to change
+        return False
+    png = shell.display_formatter.formatters.get("image/png")
+    if png is None or set(InlineBackend.instance().figure_formats) != {"png"}:
+        return False                            # retina, SVG...: the course's own choice
+
+    def show(fig):
+        kw = dict(InlineBackend.instance().print_figure_kwargs)
+        if fig.get_layout_engine() is not None:   # tight_layout leaves a placeholder engine
+            kw["bbox_inches"] = None
+        return print_figure(fig, "png", base64=True, **kw)
+    png.for_type(Figure, show)
+    return True
+
+
+_show_laid_out_figures_as_drawn()
