@@ -58,6 +58,12 @@ def kept_folder(root: Path, nb: dict, runs: float = 100.0, browser: float = 200.
     run = base / "lab3" / "loss-00" / "r1"
     run.mkdir(parents=True)
     (run / "manifest.json").write_text(json.dumps({"network": "built"}))
+    # two timed flows: the later one planned to end at 18 s, its data ended at 21.1 s
+    (run / "flows.csv").write_text("flow,start,duration,t_start,t_end\n"
+                                   "1,2.0,10.0,5.1,15.1\n2,8.0,10.0,11.1,21.1\n")
+    sized = base / "lab3" / "loss-01" / "r1"    # a sized flow: no planned end, not counted
+    sized.mkdir(parents=True)
+    (sized / "flows.csv").write_text("flow,start,duration,t_start,t_end\n1,0.0,,0.3,4.0\n")
     (base / "lab3" / "record.json").write_text(json.dumps({"lab": "lab3", "seconds": runs}))
     (base / "lab3.ipynb").write_text(json.dumps(nb))
     (base / "times.json").write_text(json.dumps({"lab3": browser}))
@@ -119,6 +125,7 @@ def test_kept_prints_the_table_then_the_breakdown(lo, tmp_path, capsys):
     assert re.match(r"lab3 +200 +100 +\d+ +[\d.]+ +[\d.]+ +0/1", out[1]), out[1]
     assert out[2].startswith("all ")
     text = "\n".join(out[3:])
+    assert "lab3: 3.1 s over 1 run(s)" in text
     assert ("lab3: 4 of 6 code cells timed; cells 142.0, gaps 2.0 "
             "(first start to last reply 144.0)") in text
     assert ("experiments 130.0 in 1 cell(s), runs 100.0: "
