@@ -709,12 +709,14 @@ def test_tracing_does_not_rewrite_the_schedulers_code(tmp_path):
 def test_a_kept_network_gives_each_run_its_own_settings(tmp_path):
     """Runs inside runner.keep_network() share a network when its shape allows: the second
     run takes the first's node shells, with its own qdiscs (the first run's loss gone, the
-    counters starting again from zero) and its own sysctls; a run of another shape (two pairs)
-    builds a network of its own and the first one goes; the block's end leaves nothing."""
+    counters starting again from zero) and its own sysctls, and the tcp_probe tracing instance
+    the first left (events off), emptied: each run's probe table holds its own flow only; a run
+    of another shape (two pairs) builds a network of its own and the first one goes; the
+    block's end leaves nothing, tracing instance included."""
     def exp(name, cca, override, pairs=1, rto_min=None):
         return Experiment(name=name, profile="wired", override=dict(override, pairs=pairs),
                           flows=[Flow(cca=cca, duration=2, pair=p) for p in range(1, pairs + 1)],
-                          measure=Measure(tcp_probe=False, ping_interval=0.1, cpu=False), tail=0.5,
+                          measure=Measure(tcp_probe=True, ping_interval=0.1, cpu=False), tail=0.5,
                           rto_min=rto_min)
 
     def shells():
@@ -733,10 +735,13 @@ def test_a_kept_network_gives_each_run_its_own_settings(tmp_path):
         qs = man["tc"]["cc-r1"]["cc-r1-core"]["qdisc"] + man["tc"]["cc-r2"]["cc-r2-core"]["qdisc"]
         return [q.get("options", {}).get("loss-random") for q in qs if q["kind"] == "netem"]
 
+    inst = os.path.join(measure.tracefs(), "instances", "cclab")
     with runner.keep_network():
         (a,) = runner.run(exp("keep-a", "reno", {"down": {"loss": 2}}), out=tmp_path)
         first_shells = shells()
         assert "rto_min" not in sender_route()
+        with open(os.path.join(inst, "events/tcp/tcp_probe/enable")) as f:
+            assert f.read().strip() == "0"          # kept for the next run, its events off
         (b,) = runner.run(exp("keep-b", "cubic", {"down": {"loss": 0}}, rto_min=5), out=tmp_path)
         assert shells() == first_shells and first_shells
         # the receiver's settings did not change, so run b left it alone (topo.settings_scripts):
@@ -763,6 +768,12 @@ def test_a_kept_network_gives_each_run_its_own_settings(tmp_path):
     assert [m["sysctls"]["cc-s1"]["net.ipv4.tcp_congestion_control"] for m in (ma, mb)] == [
         "reno", "cubic"]
     assert list(results.load(b, "flows").cca_ss) == ["cubic"]
+    for d in (a, b):                                # b's tracer emptied the instance a left
+        probe = results.load(d, "probe")
+        print(f"\n{d.parent.name}: {len(probe)} tcp_probe rows, t from {probe.t.min():.3f} to "
+              f"{probe.t.max():.3f} s")
+        assert len(probe) > 100 and probe.t.min() >= 0 and set(probe.flow) == {1}
+    assert not os.path.isdir(inst)
     qa, qb = (results.load(d, "qdisc") for d in (a, b))
     qa, qb = (q[q.kind == "htb"] for q in (qa, qb))
     data = qa.groupby("node").bytes.max().idxmax()         # the data direction's bottleneck
@@ -789,49 +800,24 @@ def servers_that_never_listen(monkeypatch):
 
 
 def test_a_failed_run_takes_its_kept_network_down(tmp_path, monkeypatch):
-    """A run that fails inside keep_network does not hand its network on: the next run builds
-    a new one."""
+    """A run that fails inside keep_network does not hand its network on, nor the tcp_probe
+    tracing instance kept with it: the next run builds new ones."""
     e = Experiment(name="keep-fail", profile="wired", flows=[Flow(cca="cubic", duration=1)],
-                   measure=Measure(tcp_probe=False, ping_interval=0.1, cpu=False), tail=0.5)
-    with runner.keep_network():
-        runner.run(e, out=tmp_path / "1")
-        before = set(state.kit_shells())
-        with servers_that_never_listen(monkeypatch):
-            with pytest.raises(runner.RunError, match="never listens"):
-                runner.run(e, out=tmp_path / "2")
-        assert state.kit_shells() == {}
-        (d,) = runner.run(e, out=tmp_path / "3")
-        assert results.read_manifest(d)["network"] == "built"
-        assert not set(state.kit_shells()) & before
-    assert state.kit_shells() == {} and not state.state_file().exists()
-
-
-def test_a_kept_network_keeps_its_tracing_instance_emptied_between_runs(tmp_path, monkeypatch):
-    """On a kept network the next run takes the tcp_probe instance the last one left (events
-    off, buffers full-size) and empties it: each run's probe table holds its own flow only.  A
-    failed run takes the instance down with its network, and so does the block's end."""
-    e = Experiment(name="keep-probe", profile="wired", flows=[Flow(cca="cubic", duration=2)],
                    measure=Measure(tcp_probe=True, ping_interval=0.1, cpu=False), tail=0.5)
     inst = os.path.join(measure.tracefs(), "instances", "cclab")
     with runner.keep_network():
-        (a,) = runner.run(e, out=tmp_path / "a")
-        assert os.path.isdir(inst)                  # left for the next run, its events off
-        with open(os.path.join(inst, "events/tcp/tcp_probe/enable")) as f:
-            assert f.read().strip() == "0"
-        (b,) = runner.run(e, out=tmp_path / "b")
-        for d in (a, b):
-            probe = results.load(d, "probe")
-            print(f"\n{d.parent.parent.name}: {len(probe)} tcp_probe rows, t from "
-                  f"{probe.t.min():.3f} to {probe.t.max():.3f} s")
-            assert len(probe) > 100 and probe.t.min() >= 0 and set(probe.flow) == {1}
-        assert results.read_manifest(b)["network"] == "kept"
+        runner.run(e, out=tmp_path / "1")
+        before = set(state.kit_shells())
+        assert os.path.isdir(inst)
         with servers_that_never_listen(monkeypatch):
             with pytest.raises(runner.RunError, match="never listens"):
-                runner.run(e, out=tmp_path / "c")
-        assert not os.path.isdir(inst) and state.kit_shells() == {}
-        runner.run(e, out=tmp_path / "d")
-        assert os.path.isdir(inst)
-    assert not os.path.isdir(inst) and not state.state_file().exists()
+                runner.run(e, out=tmp_path / "2")
+        assert state.kit_shells() == {} and not os.path.isdir(inst)
+        (d,) = runner.run(e, out=tmp_path / "3")
+        assert results.read_manifest(d)["network"] == "built" and os.path.isdir(inst)
+        assert not set(state.kit_shells()) & before
+    assert state.kit_shells() == {} and not state.state_file().exists()
+    assert not os.path.isdir(inst)
 
 
 def test_links_the_root_script_left_unmoved_are_deleted(tmp_path, monkeypatch):
