@@ -193,6 +193,7 @@ class ProbeTracer:
         self.stop_event = threading.Event()
         self.buffer_kb = None
         self.lost = 0
+        self.lost_before = 0
         self.root = None                         # tests point this at a fake tracefs
 
     def start(self, on_created) -> None:
@@ -203,7 +204,7 @@ class ProbeTracer:
         self.buffer_kb = trace_buffer_kb(_mem_available_kb(), os.cpu_count() or 1)
         if _KEPT_INSTANCES.pop(self.path, None) == self.buffer_kb and os.path.isdir(self.path):
             # this process's instance from its last run, set up as below: every event off
-            # and every CPU's buffer emptied (which also zeroes its counters)
+            # and every CPU's buffer emptied
             _write(os.path.join(self.path, "events/enable"), "0")
             with open(os.path.join(self.path, "trace"), "w"):
                 pass
@@ -221,6 +222,7 @@ class ProbeTracer:
                 _write(os.path.join(self.path, "options/overwrite"), "0")
             except OSError:
                 pass                             # older kernels: overwrite the oldest instead
+        self.lost_before = self._lost_count()    # a kept instance's counters go on counting
         lo, hi = min(self.ports), max(self.ports)
         for event in self.events:
             ev = os.path.join(self.path, "events", *event.split(":"))
@@ -264,8 +266,11 @@ class ProbeTracer:
                 if self._fullest() >= self.drain_at:
                     self._drain(f, budget=5.0)
             self._drain(f)                       # the events are off: read what is left
-            self.lost = sum(s.get("overrun", 0) + s.get("dropped events", 0)
-                            for s in self._cpu_stats())
+            self.lost = self._lost_count() - self.lost_before
+
+    def _lost_count(self) -> int:
+        """Events the kernel dropped in this instance so far, over its CPUs."""
+        return sum(s.get("overrun", 0) + s.get("dropped events", 0) for s in self._cpu_stats())
 
     def stop(self, keep: bool = False) -> None:
         """Events off, the rest of the buffers read; then the instance is removed, or with

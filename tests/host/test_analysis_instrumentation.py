@@ -109,9 +109,11 @@ def test_a_kept_instance_is_emptied_and_set_up_again_by_the_next_tracer(tmp_path
     with open(os.path.join(inst, "trace"), "w") as f:
         f.write("events of the last run\n")
 
+    _set_stats(inst, 0, 0, d=3)               # what the kernel dropped before, if it counts on
     made = []
     second = measure.ProbeTracer([5203, 5206], tmp_path / "b.txt")
     second.root = root
+    second.check_every = 0.05
     second.start(made.append)                 # a new instance would have no events/ folder
     assert made == [inst] and second.path == inst and measure._KEPT_INSTANCES == {}
     assert open(os.path.join(inst, "trace")).read() == ""            # its buffers emptied
@@ -119,7 +121,9 @@ def test_a_kept_instance_is_emptied_and_set_up_again_by_the_next_tracer(tmp_path
     assert open(os.path.join(inst, "events/tcp/tcp_probe/filter")).read() == \
         "dport >= 5203 && dport <= 5206"
     assert open(os.path.join(inst, "events/tcp/tcp_probe/enable")).read() == "1"
+    _set_stats(inst, 0, 0, d=7)
     second.stop()
+    assert second.lost == 4                   # this run's drops only
     assert removed == [inst] and measure._KEPT_INSTANCES == {}
 
     third = measure.ProbeTracer([5201], tmp_path / "c.txt")
