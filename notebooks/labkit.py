@@ -1351,10 +1351,11 @@ def _show_laid_out_figures_as_drawn() -> bool:
     if "IPython" not in sys.modules:
         return False
     try:
+        import matplotlib
         from IPython import get_ipython
         from IPython.core.pylabtools import print_figure
         shell = get_ipython()
-        if shell is None or "inline" not in __import__("matplotlib").get_backend():
+        if shell is None or "inline" not in matplotlib.get_backend():
             return False
         import matplotlib.pyplot  # noqa: F401  (the inline backend registers its formatter)
         from matplotlib.figure import Figure

@@ -60,6 +60,13 @@ class RunData:
         self.own_tables = True
         self.cache.clear()
 
+    def derived(self, key, make):
+        """What make() works out from this run's tables, made once for `key` and kept in
+        self.cache (which set_table empties); callers that hand out a frame copy it."""
+        if key not in self.cache:
+            self.cache[key] = make()
+        return self.cache[key]
+
     @property
     def tables_loaded(self) -> bool:
         """Whether any table has been read (and handed out) yet."""
@@ -153,12 +160,11 @@ class RunData:
     def _rate_steps(self, direction: str) -> tuple[list, list]:
         """(times, rates) of expected_rate: rates[k] holds from times[k] to times[k + 1].
         Worked out once per direction (the fidelity checks ask for a rate per sample pair)."""
-        key = ("rate_steps", direction)
-        if key not in self.cache:
+        def steps():
             ch = self.rate_changes(direction)
-            self.cache[key] = ([-math.inf] + list(ch["t_applied"].astype(float)) + [math.inf],
-                               [self.rate(direction)] + list(ch["rate_bps"].astype(float)))
-        return self.cache[key]
+            return ([-math.inf] + list(ch["t_applied"].astype(float)) + [math.inf],
+                    [self.rate(direction)] + list(ch["rate_bps"].astype(float)))
+        return self.derived(("rate_steps", direction), steps)
 
     def expected_rate(self, direction: str, t0: float, t1: float) -> float:
         """Mean configured rate over [t0, t1], following link changes (changes.csv)."""

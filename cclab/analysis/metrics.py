@@ -38,9 +38,7 @@ def _num(df: pd.DataFrame, col: str) -> pd.Series:
 def flow_info(run: RunData) -> pd.DataFrame:
     """flows.csv with numeric columns, indexed by flow number (a copy: the caller may change
     it).  Worked out once per run: the fidelity checks alone ask for it about ten times."""
-    if "flow_info" not in run.cache:
-        run.cache["flow_info"] = _flow_info(run)
-    return run.cache["flow_info"].copy()
+    return run.derived("flow_info", lambda: _flow_info(run)).copy()
 
 
 def _flow_info(run: RunData) -> pd.DataFrame:
@@ -412,9 +410,7 @@ def slow_start_exit(cw: pd.DataFrame) -> dict:
 
 def flow_metrics(run: RunData) -> pd.DataFrame:
     """One row per flow; see the module docstring for the columns."""
-    if "flow_metrics" not in run.cache:
-        run.cache["flow_metrics"] = _shared_flow_metrics(run)
-    out = run.cache["flow_metrics"].copy()
+    out = run.derived("flow_metrics", lambda: _shared_flow_metrics(run)).copy()
     out["trusted"] = run.trusted
     return out
 
@@ -555,10 +551,7 @@ def shares(run: RunData, window: tuple[float, float] | None = None) -> pd.DataFr
 def qdisc_root(run: RunData, direction: str) -> pd.DataFrame:
     """Samples of the root qdisc of the bottleneck in one direction (first device if several),
     with numeric columns; a copy of what is worked out once per run and direction."""
-    key = ("qdisc_root", direction)
-    if key not in run.cache:
-        run.cache[key] = _qdisc_root(run, direction)
-    return run.cache[key].copy()
+    return run.derived(("qdisc_root", direction), lambda: _qdisc_root(run, direction)).copy()
 
 
 def _qdisc_root(run: RunData, direction: str) -> pd.DataFrame:
