@@ -101,11 +101,10 @@ def _qdisc_intervals(run: RunData, direction: str, a: float, b: float) -> pd.Dat
     """Consecutive root-qdisc sample pairs inside [a, b]: dt, dbytes, dpackets, the rate, the
     queue (backlog less the delay line: counted, see _in_delay_line, else the interval's rate
     and mean packet size) at both ends, expected rate.  Worked out once per run, direction and
-    window (four checks ask for the flows' active window); the checks only read it."""
-    memo = run.__dict__.setdefault("_qdisc_intervals", {})
-    if (direction, a, b) not in memo:
-        memo[(direction, a, b)] = _qdisc_intervals_of(run, direction, a, b)
-    return memo[(direction, a, b)]
+    window (four checks ask for the flows' active window), in the run's cache, which a new table
+    empties; the checks only read it."""
+    return run.derived(("qdisc_intervals", direction, a, b),
+                       lambda: _qdisc_intervals_of(run, direction, a, b))
 
 
 def _in_delay_line(run: RunData, direction: str, q: pd.DataFrame) -> np.ndarray:

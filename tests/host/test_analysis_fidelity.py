@@ -1,12 +1,18 @@
 """The fidelity verdict on synthetic runs: trustworthy, and each way of being untrustworthy."""
 
 import json
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from cclab import results
 from cclab.analysis import data, fidelity, synthetic
+
+KIT = Path(__file__).resolve().parents[2]
+if str(KIT / "notebooks") not in sys.path:     # labkit, which reads manifests without the engine
+    sys.path.insert(0, str(KIT / "notebooks"))
 
 
 def verdict(tmp_path, **kw):
@@ -214,3 +220,19 @@ def test_busy_link_reports_the_queue_time_and_the_rate_served_meanwhile(tmp_path
     # no samples in the window: nothing sampled, no rate
     assert fidelity.busy_link(d, "down", b + 100, b + 200) == {"sampled_s": 0.0, "busy_s": 0.0,
                                                                "busy_bps": None}
+
+
+def test_a_new_qdisc_table_is_not_judged_from_the_old_ones_intervals(tmp_path):
+    """The root qdisc's sample intervals are worked out once per run and window, and kept in the
+    run's cache: a table set afterwards (set_table) empties it, so the intervals come from the
+    new table."""
+    d = synthetic.make_run(tmp_path / "r", ccas=("cubic",))
+    run = data.RunData(d)
+    a, b = 1.0, 5.0
+    before = fidelity._qdisc_intervals(run, "down", a, b)
+    assert len(before) > 2
+    assert fidelity._qdisc_intervals(run, "down", a, b) is before      # kept, not worked out again
+    q = run.table("qdisc")
+    run.set_table("qdisc", q[q["t"] <= a + (b - a) / 2])
+    after = fidelity._qdisc_intervals(run, "down", a, b)
+    assert 0 < len(after) < len(before), (len(after), len(before))
