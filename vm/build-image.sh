@@ -142,16 +142,11 @@ kver2=$(kernel_of "$SECOND_SERIES")
 [ -n "$kver2" ] || die "no $SECOND_SERIES kernel in the rootfs after installing it (log: $klog)"
 dkms_conf=$kit/kmod/dkms.conf
 if [ -f "$dkms_conf" ]; then
-  name=$(sed -n 's/^PACKAGE_NAME="\?\([^"]*\)"\?/\1/p' "$dkms_conf")
-  ver=$(sed -n 's/^PACKAGE_VERSION="\?\([^"]*\)"\?/\1/p' "$dkms_conf")
-  [ -n "$name" ] && [ -n "$ver" ] || die "$dkms_conf lacks PACKAGE_NAME or PACKAGE_VERSION"
-  # (installing the headers may have built them already: dkms build then says so and skips)
-  in_chroot bash -euc '
-    out=$(dkms build -m "$1" -v "$2" -k "$3" 2>&1) \
-      || { printf "%s\n" "$out"; cat "/var/lib/dkms/$1/$2/build/make.log" 2>/dev/null; exit 1; }
-    out=$(dkms install -m "$1" -v "$2" -k "$3" --force 2>&1) || { printf "%s\n" "$out"; exit 1; }
-  ' dkms2 "$name" "$ver" "$kver2" >&2 < /dev/null \
-    || die "DKMS build of $name $ver failed for $kver2 (its output above)"
+  . "$here/kmod-dkms.sh"
+  pkg=$(kmod_package "$dkms_conf") || die "$dkms_conf lacks PACKAGE_NAME or PACKAGE_VERSION"
+  name=${pkg% *} ver=${pkg#* }
+  in_chroot bash -euc '. /run/kit/vm/kmod-dkms.sh; kmod_build_install "$@"' dkms2 \
+    "$name" "$ver" "$kver2" < /dev/null || die "DKMS build of $name $ver failed for $kver2 (its output above)"
   echo "[image] kit modules $name $ver built and installed for $kver2"
 fi
 

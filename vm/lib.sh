@@ -28,7 +28,7 @@ _tree_files() {
 }
 
 # Everything that goes into the rootfs apart from the kit's kernel modules.
-base_key() { _hash_tree "$1" vm/provision.sh vm/requirements.txt vm/build-image.sh; }
+base_key() { _hash_tree "$1" vm/provision.sh vm/kmod-dkms.sh vm/requirements.txt vm/build-image.sh; }
 
 # Every provisioning input: the image is rebuilt when any of them changes.
-image_key() { _hash_tree "$1" vm/provision.sh vm/requirements.txt vm/build-image.sh vm/guest-init.sh vm/student-init.sh vm/heartbeat.sh vm/lib.sh kmod; }
+image_key() { _hash_tree "$1" vm/provision.sh vm/kmod-dkms.sh vm/requirements.txt vm/build-image.sh vm/guest-init.sh vm/student-init.sh vm/heartbeat.sh vm/lib.sh kmod; }

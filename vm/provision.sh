@@ -206,36 +206,13 @@ for m in sch_netem sch_fq sch_tbf tcp_bbr tcp_vegas tcp_htcp; do
 done
 
 # ---------------------------------------------------------------- the kit's modules (DKMS)
-# The module sources DKMS is handed, the files its build reads (dkms.conf, Kbuild, Makefile and
-# the C sources and headers; not kmod/test, the docs or build products), NUL-separated in one
-# order.  Both the copy into /usr/src and the hash below take this list, so equal hashes mean
-# two folders hold the same sources.
-kmod_source_files() {
-  ( cd "$1" && find . -maxdepth 1 -type f \( -name dkms.conf -o -name Kbuild -o -name Makefile \
-      -o -name '*.c' -o -name '*.h' \) ! -name '*.mod.c' -print0 | LC_ALL=C sort -z )
-}
-kmod_sources_hash() {
-  [ -d "$1" ] || return 1
-  ( cd "$1" && kmod_source_files . | xargs -0 -r sha256sum ) | sha256sum | cut -d' ' -f1
-}
-# Whether DKMS has the checkout's module sources (NAME VER in SRC) built and installed for KVER,
-# every module the checkout's dkms.conf names in place.
-kmod_current() {
-  local want have m
-  want=$(kmod_sources_hash "$KIT/kmod") && have=$(kmod_sources_hash "$4") || return 1
-  [ "$want" = "$have" ] || return 1
-  dkms status -m "$1" -v "$2" -k "$3" 2>/dev/null | grep ': installed' > /dev/null || return 1
-  for m in $(sed -n 's/^BUILT_MODULE_NAME\[[0-9]*\]="\?\([^"]*\)"\?/\1/p' "$KIT/kmod/dkms.conf"); do
-    modinfo -k "$3" -n "$m" 2>/dev/null | grep "/$3/updates/dkms/" > /dev/null || return 1
-  done
-}
+. "$KIT/vm/kmod-dkms.sh"
 dkms_conf="$KIT/kmod/dkms.conf"
 if [ -f "$dkms_conf" ]; then
-  name=$(sed -n 's/^PACKAGE_NAME="\?\([^"]*\)"\?/\1/p' "$dkms_conf")
-  ver=$(sed -n 's/^PACKAGE_VERSION="\?\([^"]*\)"\?/\1/p' "$dkms_conf")
-  [ -n "$name" ] && [ -n "$ver" ] || die "$dkms_conf lacks PACKAGE_NAME or PACKAGE_VERSION"
+  pkg=$(kmod_package "$dkms_conf") || die "$dkms_conf lacks PACKAGE_NAME or PACKAGE_VERSION"
+  name=${pkg% *} ver=${pkg#* }
   src=/usr/src/$name-$ver
-  if kmod_current "$name" "$ver" "$kver" "$src"; then
+  if kmod_current "$KIT/kmod" "$name" "$ver" "$kver" "$src"; then
     # The box's image was provisioned from these sources: about 2 min of compiling under
     # software emulation saved on vagrant up.
     say "kit modules $name $ver already built and installed for $kver from these sources"
@@ -246,9 +223,7 @@ if [ -f "$dkms_conf" ]; then
     mkdir -p "$src"
     kmod_source_files "$KIT/kmod" | tar -C "$KIT/kmod" --null -T - -cf - | tar -C "$src" -xf -
     dkms add -m "$name" -v "$ver" >/dev/null
-    dkms build -m "$name" -v "$ver" -k "$kver" >/dev/null \
-      || { cat "/var/lib/dkms/$name/$ver/build/make.log" >&2 2>/dev/null; die "DKMS build of $name $ver failed for $kver"; }
-    dkms install -m "$name" -v "$ver" -k "$kver" --force >/dev/null
+    kmod_build_install "$name" "$ver" "$kver" || die "DKMS build of $name $ver failed for $kver"
     say "kit modules $name $ver built and installed for $kver"
   fi
 else

@@ -80,7 +80,11 @@ def test_image_key_follows_provisioning_inputs(tmp_path):
     assert key() == k1, "a build artifact changed the key"
     with open(kit / "vm" / "provision.sh", "a") as f:
         f.write("\n# changed\n")
-    assert key() != k1
+    k2 = key()
+    assert k2 != k1
+    with open(kit / "vm" / "kmod-dkms.sh", "a") as f:
+        f.write("\n# changed\n")
+    assert key() != k2, "the DKMS functions provisioning sources are a provisioning input"
 
 
 def test_provision_refuses_non_root():
@@ -214,21 +218,12 @@ def test_a_killed_run_leaves_no_guest_and_no_lock(fake_guest):
                 time.sleep(0.1)
 
 
-def provision_function(name: str) -> str:
-    """One shell function of vm/provision.sh, as its text (to run it alone)."""
-    text = (KIT / "vm" / "provision.sh").read_text()
-    start = text.index(f"\n{name}() {{") + 1
-    return text[start:text.index("\n}\n", start) + 3]
-
-
 def test_module_sources_hash_follows_sources_not_build_products(tmp_path):
     """Provisioning skips the DKMS build when the checkout's module sources hash as the installed
     ones do: a changed or added source changes the hash; build products, the docs and the module
     tests (kmod/test, whose harness make check builds) do not."""
-    fn = provision_function("kmod_source_files") + provision_function("kmod_sources_hash")
-
     def digest(d):
-        r = run(["bash", "-c", fn + 'kmod_sources_hash "$1"', "-", str(d)])
+        r = run(["bash", "-c", '. vm/kmod-dkms.sh; kmod_sources_hash "$1"', "-", str(d)])
         return r.returncode, r.stdout.strip()
     a, b = tmp_path / "a", tmp_path / "b"
     shutil.copytree(KIT / "kmod", a, ignore=shutil.ignore_patterns("*.o", "*.ko", ".*.cmd"))
@@ -249,3 +244,19 @@ def test_module_sources_hash_follows_sources_not_build_products(tmp_path):
     (b / "extra.h").write_text("#define X 1\n")
     assert digest(b)[1] != first
     assert digest(tmp_path / "missing")[0] != 0
+
+
+def test_kmod_package_reads_name_and_version_or_fails(tmp_path):
+    """provision.sh and build-image.sh take the DKMS package's name and version from
+    kmod/dkms.conf (quoted or not); a file that lacks either fails, and they stop there."""
+    conf = tmp_path / "dkms.conf"
+
+    def package():
+        r = run(["bash", "-c", '. vm/kmod-dkms.sh; kmod_package "$1"', "-", str(conf)])
+        return r.returncode, r.stdout.strip()
+    conf.write_text('PACKAGE_NAME="cclab-tcp"\nPACKAGE_VERSION=0.1\nBUILT_MODULE_NAME[0]="x"\n')
+    assert package() == (0, "cclab-tcp 0.1")
+    shutil.copy(KIT / "kmod" / "dkms.conf", conf)      # the kit's own, as DKMS reads it
+    assert package() == (0, "cclab-tcp 0.1")
+    conf.write_text('PACKAGE_NAME="cclab-tcp"\n')
+    assert package() == (1, "")
