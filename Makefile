@@ -1,16 +1,19 @@
-# The kit's build and test entry points. `make test` is the full suite (host, then the lab VM);
-# `make check` is the fast host-only subset.
+# The kit's build and test entry points. `make test` is what the kit's users meet (the host steps,
+# then the student's journey); `make test-guest` the tests that run as root in the test guest;
+# CI runs both (.ci/run).  `make check` is the fast host-only subset.
 PYTHON ?= python3
 VM_TIMEOUT ?= 4500
 
-.PHONY: student-release check test host-tests kmod-test kmod-build vm-image vm-test vm-test-kernel2 vm-test-kernel2-long vm-test-long vm-test-nightly test-student \
+.PHONY: student-release check test test-guest test-all host-tests kmod-test kmod-build vm-image vm-test vm-test-kernel2 vm-test-kernel2-long vm-test-long vm-test-nightly test-student \
 	grader-venv test-nightly scorecard clean help
 
 help:
 	@echo "make check      host-only tests (fast)"
-	@echo "make test       host tests, module builds, the in-VM suite, the module tests on 6.12, then test-student (builds the QEMU image)"
+	@echo "make test       host tests and module builds (the QEMU image built beside them), then test-student"
+	@echo "make test-guest the tests that boot the test guest from the host, the in-VM suite as root, the module tests on 6.12"
+	@echo "make test-all   make test, then make test-guest (what CI runs before test-vagrant)"
 	@echo "make vm-image   build (or reuse) the QEMU lab image"
-	@echo "make vm-test    run the in-VM suite only"
+	@echo "make vm-test    the tests that boot the guest from the host, then the in-VM suite"
 	@echo "make vm-test-kernel2  the in-VM module tests (tests/vm/test_kmod.py) not marked nightly on the image's second"
 	@echo "                      kernel, Debian's 6.12 (make vm-test-kernel2-long runs them all)"
 	@echo "make test-student  the student release's VM under systemd, every lab in JupyterLab through a headless browser"
@@ -42,11 +45,12 @@ vm-image:
 	vm/build-image.sh
 
 # The in-VM suite runs its tests not marked nightly; test-nightly runs the others (the README
-# names them).  Each prints the duration of every test phase of 2 s or more (where make test's
-# time goes).  It runs as root in a guest without systemd: the
+# names them).  Each prints the duration of every test phase of 2 s or more (where the test
+# targets' time goes).  It runs as root in a guest without systemd: the
 # engine, the link emulation, the kernel modules, the lab command.  The labs themselves run in
 # test-student, as a student runs them.
-# pytest's arguments wherever make test times its tests: every phase of 2 s or more is printed
+# pytest's arguments wherever make test and make test-guest time their tests: every phase of 2 s
+# or more is printed
 TIMED_PYTEST_ARGS = -v -p no:cacheprovider --durations=0 --durations-min=2
 VM_PYTEST = python3 -m pytest $(TIMED_PYTEST_ARGS)
 # $(call vm_suite,MARKERS,TESTS): the guest's command for an in-VM run of the TESTS that MARKERS
@@ -69,7 +73,7 @@ vm-test-long: vm-image
 # The kit's modules on the image's second kernel (vm/build-image.sh installs Debian's 6.12 series
 # beside the default 6.1, with the modules built by DKMS for it): the module tests marked neither
 # nightly nor stress, in a guest started as vm-test starts its own, booted with that kernel (the
-# stress matrix runs in make test on 6.1, the kernel the student's VM boots);
+# stress matrix runs in make test-guest's in-VM suite on 6.1, the kernel the student's VM boots);
 # vm-test-kernel2-long runs the whole module suite there, the nightly and stress ones included.
 VM_KERNEL2 ?= 6.12
 VM_KERNEL2_TIMEOUT ?= 1800
@@ -113,11 +117,12 @@ test-student: vm-image grader-venv
 	@echo "== what each lab's quick mode cost beyond its flows in this guest (a figure, not a test)"
 	@$(PYTHON) bench/lab_overhead.py --kept $(STUDENT_RUNS) || echo "bench/lab_overhead.py: no table (see above)"
 
-# make test: the host steps, the in-VM suite, the module tests on the image's second kernel,
-# then the student's journey.  The image is built (or found current) while the host tests and
-# module builds run: it waits on the network and dpkg more than on the CPU, and the guest cannot
-# boot before it anyway.  Its log is printed when it ends; a failed build stops make test after
-# the host steps have reported.
+# make test: what the kit's users meet.  The host steps (the host tests and the module builds at
+# W=1), with the image built (or found current) beside them: it waits on the network and dpkg
+# more than on the CPU, and no guest can boot before it anyway.  Its log is printed when it ends;
+# a failed build stops make test after the host steps have reported.  Then the student's journey
+# (test-student).  The tests that run as root in the test guest are make test-guest, which CI
+# runs after make test (.ci/run); make test-all runs both.
 IMAGE_LOG = build/image-build.log
 test:
 	@echo "== $$(date -u +%T) make test: host steps, the image built beside them"
@@ -125,13 +130,24 @@ test:
 	rc=0; $(MAKE) --no-print-directory check kmod-build || rc=$$?; \
 	wait $$img; irc=$$?; echo "== vm/build-image.sh (beside the host steps)"; cat $(IMAGE_LOG); \
 	[ $$rc -eq 0 ] || exit $$rc; [ $$irc -eq 0 ] || { echo "make test: the image build failed ($$irc)" >&2; exit $$irc; }
-	@echo "== $$(date -u +%T) make test: host steps done; the in-VM suite"
-	$(MAKE) --no-print-directory vm-test
-	@echo "== $$(date -u +%T) make test: the module tests on the image's $(VM_KERNEL2) kernel"
-	$(MAKE) --no-print-directory vm-test-kernel2
-	@echo "== $$(date -u +%T) make test: the student's journey"
+	@echo "== $$(date -u +%T) make test: host steps done; the student's journey"
 	$(MAKE) --no-print-directory test-student
 	@echo "== $$(date -u +%T) make test: done"
+
+# make test-guest: the tests that boot the test guest from the host (tests/vmhost), the in-VM
+# suite as root in a guest without systemd (tests/vm: the engine, link emulation, the modules and
+# their stress matrix, the lab command), then the module tests on the image's 6.12 kernel.  The
+# module tests load the host's W=1 build when make kmod-build (or make test) kept one for these
+# sources, and compile in the guest otherwise.
+test-guest:
+	@echo "== $$(date -u +%T) make test-guest: the tests that boot the guest, the in-VM suite"
+	$(MAKE) --no-print-directory vm-test
+	@echo "== $$(date -u +%T) make test-guest: the module tests on the image's $(VM_KERNEL2) kernel"
+	$(MAKE) --no-print-directory vm-test-kernel2
+	@echo "== $$(date -u +%T) make test-guest: done"
+
+test-all: test
+	$(MAKE) --no-print-directory test-guest
 
 # `vagrant up` for real (tests/vagrant): a clean clone of this repository, a libvirt box made from
 # the QEMU image (vm/vagrant-box.sh), vagrant-libvirt under software emulation where KVM cannot run

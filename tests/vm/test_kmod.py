@@ -18,8 +18,8 @@ vm/run.sh --kernel 6.12): every test asks the running kernel (uname -r), none as
    ACK stall: 50 Mbit/s x 200 ms, the ACK path held for 4 RTT in mid slow start; with
    stall_bins=0 (the paper) at least one of 2 runs leaves slow start by SEARCH below the BDP,
    with stall_bins=3 every run leaves it by SEARCH at or above the BDP.
-   Both are marked nightly: make test leaves them out on either kernel, and its student's
-   journey checks the same two behaviours in lab 4's runs, made in the browser as the lab user
+   Both are marked nightly: make test-guest leaves them out on either kernel, and make test's
+   student's journey checks the same two behaviours in lab 4's runs, made in the browser as the lab user
    on the default kernel (tests/student: test_lab4s_geo_runs_show_search_leaving_before_loss,
    test_lab4s_ack_stall_shows_both_rules).  make test-nightly runs them here on both kernels
    (make vm-test-long on 6.1, make vm-test-kernel2-long on 6.12): 218 s of the in-VM suite's
@@ -27,7 +27,7 @@ vm/run.sh --kernel 6.12): every test asks the running kernel (uname -r), none as
 5. Stress: 5 s RTT (a flow of each module, side by side), 50 % loss, 20 parallel flows, rmmod refused while a flow uses a module,
    rmmod of idle modules; afterwards dmesg has gained no WARN, BUG, oops or UBSAN line. One
    emulator artefact is reported apart and does not fail: see emulator_artefact().
-   The three stress tests are marked stress: make test runs them on the default kernel, the one
+   The three stress tests are marked stress: make test-guest runs them on the default kernel, the one
    the student's VM boots, and leaves them out on 6.12 (make vm-test-kernel2), where the other
    module tests and the dmesg check still run; make vm-test-kernel2-long runs them there.
 """

@@ -7,7 +7,7 @@
    marked nightly: in make test, lab 2 in the browser runs the same four algorithms on its
    randomly lossy link, each flow's congestion control checked against the one asked for, and
    BBR's and Cubic's goodput graded against the lab's reference bands.  The path's own checks
-   (netem on the router, no ARP across the lossy link) stay in make test.
+   (netem on the router, no ARP across the lossy link) stay in make test-guest.
 2. Mininet starts a two-host topology without Open vSwitch and passes pingall.
 """
 import re

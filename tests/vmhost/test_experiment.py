@@ -2,7 +2,8 @@
 guest and its results and plot come back into the checkout, and the plot reads as it should
 (tests/host/plot_checks.py); a bad file fails before any boot.
 
-Run by `make test` after the image is built (it boots the guest, so it is not in `make check`).
+Run by `make test-guest` (make vm-test) after the image is built (it boots the guest, so it is
+not in `make check`).
 """
 import json
 import shutil

@@ -1,7 +1,7 @@
 """vm/run.sh on the host, with the real image: exit status, output, and nothing left behind.
 
-Run by `make test` after the image is built (these boot the guest, so they are not in
-`make check`).
+Run by `make test-guest` (make vm-test) after the image is built (these boot the guest, so they
+are not in `make check`).
 """
 import os
 import signal
