@@ -13,7 +13,8 @@ lasts) and at the tables they leave:
   4. TSO, GSO and GRO are off on every interface of a lossy path (ethtool -k in the run);
   5. per-namespace sysctls as read from /proc/sys inside the namespaces during the run;
   6. the tshark capture holds the flow's own packets: its 5-tuple, and as many bytes as
-     iperf3 sent and the receiver acknowledged;
+     iperf3 sent and the receiver acknowledged; tshark's shortcuts (payloads decoded as data,
+     analyses a time-sequence graph does not read turned off) change no field of a lossy capture;
   7. the module event tables (spline.csv, search.csv): columns, times, states and values.
 
 Each run is short and serves several tests (module-scoped fixtures).  Rates stay low (the
@@ -643,6 +644,41 @@ def test_capture_holds_the_flow(asym):
     assert not set(other.stream) & set(segs.stream)
     assert ((other.sport.isin([5201, 5202])) | (other.dport.isin([5201, 5202]))).all()
     assert other.stream.nunique() <= 2 and other.len.sum() < 10_000, other.len.sum()
+
+
+def test_tsharks_shortcuts_change_no_field_of_a_lossy_capture(tmp_path):
+    # tshark.command decodes TCP payloads as plain data and time_sequence turns two TCP analyses
+    # off (TSG_OPTIONS), to save tshark's time.  On lab 1's capture of a Cubic flow's losses,
+    # every field the kit reads is the same as tshark gives without these shortcuts.
+    r = subprocess.run([sys.executable, "-m", "cclab", "run",
+                        str(KIT_DIR / "labs" / "lab1" / "quick" / "loss.toml"), "--out",
+                        str(tmp_path)], capture_output=True, text=True,
+                       env=dict(os.environ, PYTHONPATH=str(KIT_DIR)))
+    assert r.returncode == 0, r.stderr[-2000:]
+    (run_dir,) = results.runs(tmp_path)
+    pcap = run_dir / "raw" / "capture-cc-s1.pcap"
+
+    def fields(fields, options, shortcuts):
+        argv = tshark.command(pcap, fields, "tcp", options)
+        if not shortcuts:
+            i = argv.index(tshark.PAYLOAD_AS_DATA[0])
+            assert argv[i:i + 2] == list(tshark.PAYLOAD_AS_DATA)
+            del argv[i:i + 2]
+        began = time.monotonic()
+        out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
+        return out, time.monotonic() - began
+
+    for names, options in ((tshark.FIELDS, ()), (tshark.TSG_FIELDS, tshark.TSG_OPTIONS)):
+        fast, fast_s = fields(names, options, True)
+        plain, plain_s = fields(names, (), False)
+        print(f"{len(names)} fields: {fast.count(chr(10))} lines; tshark {fast_s:.1f} s with the "
+              f"shortcuts, {plain_s:.1f} s without")
+        assert fast.count("\n") > 1000
+        assert fast == plain
+    ts = tshark.time_sequence(pcap, results.read_manifest(run_dir)["start_epoch"])
+    print(f"time sequence: {len(ts)} segments, {int(ts.retrans.sum())} retransmitted, "
+          f"{int(ts.dupack.sum())} duplicate ACKs")
+    assert ts.retrans.sum() > 0 and ts.dupack.sum() > 0
 
 
 # ---------------------------------------------------------------- 7: module event tables
