@@ -314,9 +314,7 @@ def parse_qdiscs(path, node: str, devs: dict[int, tuple[str, str]], t0: float) -
     """Rows for qdisc.csv from a qdisc recording; devs maps ifindex to (device, direction)."""
     rows = []
     for stamp, raw in netlink.read_records(path):
-        for q in netlink.parse_qdiscs(raw):
-            if q["ifindex"] not in devs:
-                continue
+        for q in netlink.parse_qdiscs(raw, devs):
             dev, direction = devs[q["ifindex"]]
             rows.append({"t": round(stamp - t0, 6), "node": node, "dev": dev,
                          "direction": direction, "kind": q.get("kind"), "handle": q["handle"],
@@ -366,17 +364,20 @@ def parse_probe(text: str, mono0: float, flow_of) -> list[dict]:
     found = _PROBE_LINE.findall(text)
     if len(found) != text.count(": tcp_probe: "):
         return _probe_fields(text, mono0, flow_of)
+    # A lab run's trace holds tens of thousands of these lines, parsed in a software-emulated
+    # guest: each socket's flow is looked up once, and a field is made a number only in a row
+    # that is kept (the sequence numbers print in hex, 0x..., or as 0; the rest in decimal).
     rows, flows = [], {}
-    for stamp, *fields in found:
-        local, peer, data_len, nxt, una, cwnd, ssthresh, wnd, srtt = (int(f, 0) for f in fields)
-        if (local, peer) not in flows:
-            flows[local, peer] = flow_of(local, peer)
-        flow = flows[local, peer]
+    for stamp, local, peer, data_len, nxt, una, cwnd, ssthresh, wnd, srtt in found:
+        flow = flows.get((local, peer), 0)
+        if flow == 0:
+            flow = flows[local, peer] = flow_of(int(local), int(peer))
         if flow is None:
             continue
-        rows.append({"t": round(float(stamp) - mono0, 6), "flow": flow, "local_port": local,
-                     "peer_port": peer, "snd_cwnd": cwnd, "ssthresh": ssthresh, "srtt_us": srtt,
-                     "snd_wnd": wnd, "snd_nxt": nxt, "snd_una": una, "data_len": data_len})
+        rows.append({"t": round(float(stamp) - mono0, 6), "flow": flow, "local_port": int(local),
+                     "peer_port": int(peer), "snd_cwnd": int(cwnd), "ssthresh": int(ssthresh),
+                     "srtt_us": int(srtt), "snd_wnd": int(wnd), "snd_nxt": int(nxt, 16),
+                     "snd_una": int(una, 16), "data_len": int(data_len)})
     return rows
 
 
@@ -416,11 +417,30 @@ _EVENT = re.compile(r"\s(\d+\.\d+): (spline_mode|search_exit): (.*)$")
 _EVENT_TABLE = {ev.split(":", 1)[1]: table for ev, table in MODULE_EVENTS.items()}
 
 
+_EVENT_MARKS = tuple(f": {name}: " for name in _EVENT_TABLE)
+
+
+def _lines_with(text: str, marks) -> list[str]:
+    """The lines of `text` that hold any of `marks`, in order: found by substring search, not
+    line by line (the modules' events are a few lines among tcp_probe's thousands)."""
+    starts = set()
+    for mark in marks:
+        i = text.find(mark)
+        while i >= 0:
+            starts.add(text.rfind("\n", 0, i) + 1)
+            i = text.find(mark, i + len(mark))
+    lines = []
+    for start in sorted(starts):
+        end = text.find("\n", start)
+        lines.append(text[start:] if end < 0 else text[start:end])
+    return lines
+
+
 def parse_module_events(text: str, mono0: float, flow_of) -> dict[str, list[dict]]:
     """Rows of the module event tables ({"spline": [...], "search": [...]}) from tracefs text
     (Spline's modes by name, SEARCH's norm_diff in per mille, as the tracepoints print them)."""
     out = {"spline": [], "search": []}
-    for line in text.splitlines():
+    for line in _lines_with(text, _EVENT_MARKS):
         m = _EVENT.search(line)
         if not m:
             continue

@@ -227,10 +227,14 @@ def _handle(h: int) -> str:
     return f"{h >> 16:x}:" if h & 0xffff == 0 else f"{h >> 16:x}:{h & 0xffff:x}"
 
 
-def parse_qdiscs(raw: bytes) -> list[dict]:
+def parse_qdiscs(raw: bytes, ifindexes=None) -> list[dict]:
+    """The qdiscs of a dump; with `ifindexes`, only those of these interfaces (the others'
+    attributes are not parsed)."""
     out = []
     for m in messages(raw, RTM_NEWQDISC):
         _fam, ifindex, handle, parent, _info = _TCMSG.unpack_from(m, 0)
+        if ifindexes is not None and ifindex not in ifindexes:
+            continue
         q = {"ifindex": ifindex, "handle": _handle(handle),
              "parent": "root" if parent == 0xffffffff else _handle(parent)}
         for kind, data in _attrs(m, _TCMSG.size):

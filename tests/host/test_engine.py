@@ -211,6 +211,16 @@ def test_parse_module_events():
     assert ev["search"] == [{"t": 1.25, "flow": 3, "sport": 40030, "dport": 5203,
                              "reason": "search", "cwnd": 5234, "norm_diff": 362,
                              "elapsed_us": 8801234, "bin_us": 210000}]
+    # the lines are found by substring search: the first line, the last without its newline,
+    # and the order of the text whatever the event's name
+    last = ("iperf3-812 [001] ..s1. 1236.000000: spline_mode: sport=40022 dport=5202 "
+            "old=DRAIN_PROBE new=PROBE_BW cwnd=40")
+    ev = measure.parse_module_events(text + last, 1234.0, flow_of)
+    assert [r["new"] for r in ev["spline"]] == ["DRAIN_PROBE", "PROBE_BW"]
+    assert len(ev["search"]) == 1
+    assert measure.parse_module_events(text.replace(": spline_mode: ", ": tcp_probe: ")
+                                       .replace(": search_exit: ", ": tcp_probe: "),
+                                       1234.0, flow_of) == {"spline": [], "search": []}
 
 
 def test_event_tables_match_what_analysis_reads():
