@@ -434,8 +434,26 @@ def keep_run(lab: str, zpath: Path, seconds: float, saved: dict) -> None:
 
 # Read by the notebook's kernel, as the lab user (who cannot ask systemd over its private
 # socket): the kernel's parent is the JupyterLab server, its cgroup names the unit that started it.
+# The warm-up unit (cclab-warm.service: the libraries' first import, as the lab user, after boot)
+# shows by what it leaves: the lab user's matplotlib font list, made since this boot, and no
+# process of it still running.  The cell waits for it, within a bound for a stuck unit.
 FACTS = """\
-import os, pwd
+import glob, os, pwd, time
+WARM_BOUND_S = 900
+booted = time.time() - float(open("/proc/uptime").read().split()[0])
+def cmdline(pid):
+    try:
+        return open(f"/proc/{pid}/cmdline", errors="replace").read()
+    except OSError:                 # gone since the listing
+        return ""
+def warm_done():
+    fonts = glob.glob(os.path.expanduser("~/.cache/matplotlib/fontlist-*.json"))
+    running = [p for p in os.listdir("/proc") if p.isdigit()
+               and "import pandas, matplotlib" in cmdline(p)]
+    return bool(fonts) and min(os.path.getmtime(f) for f in fonts) > booted and not running
+waited = time.monotonic()
+while not warm_done() and time.monotonic() - waited < WARM_BOUND_S:
+    time.sleep(2)
 server = os.getppid()
 uid = next(int(l.split()[1]) for l in open(f"/proc/{server}/status") if l.startswith("Uid:"))
 unit = next(l for l in open(f"/proc/{server}/cgroup").read().splitlines() if l.startswith("0::"))
@@ -443,14 +461,16 @@ command = open(f"/proc/{server}/cmdline").read().split("\\0")
 print("GUEST", f"pid1={open('/proc/1/comm').read().strip()}", f"unit={unit.rsplit('/', 1)[-1]}",
       f"server={int(any('jupyter' in w for w in command))}",
       f"jupyter_user={pwd.getpwuid(uid).pw_name}", f"kernel_user={pwd.getpwuid(os.getuid()).pw_name}",
-      f"token={open('/etc/cclab/jupyter-token').read().strip()}")
+      f"token={open('/etc/cclab/jupyter-token').read().strip()}", f"warm={int(warm_done())}",
+      f"waited_for_warm_s={time.monotonic() - waited:.0f}")
 """
 
 
 def test_the_vm_boots_systemd_and_jupyterlab_runs_as_the_lab_user(guest, browser, tmp_path):
     """Asked from a notebook in the browser: PID 1 is systemd, the JupyterLab server runs in the
-    kit's unit as the lab user, the notebook's kernel too, and the token vm/run.sh printed is
-    the one the unit was started with."""
+    kit's unit as the lab user, the notebook's kernel too, the token vm/run.sh printed is
+    the one the unit was started with, and the warm-up unit has loaded the labs' libraries as
+    the lab user (so lab 1's first cells find them in memory)."""
     guest.upload("notebooks/facts.ipynb", cell_notebook(FACTS), "notebook")
     nb, _, _ = run_all_cells(guest, browser, "notebooks/facts.ipynb", tmp_path)
     line = printed(nb, "GUEST")
@@ -461,6 +481,8 @@ def test_the_vm_boots_systemd_and_jupyterlab_runs_as_the_lab_user(guest, browser
     assert facts["jupyter_user"] == "lab", facts      # not root, not a box's vagrant
     assert facts["kernel_user"] == "lab", facts
     assert guest.token == facts["token"], (guest.url, facts)
+    # the warm-up unit ran as the lab user this boot and finished
+    assert facts["warm"] == "1", facts
 
 
 def test_the_readmes_give_the_command_this_test_boots_with(release):

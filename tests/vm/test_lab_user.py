@@ -37,6 +37,28 @@ def api(port, token, path, method="GET", body=None):
         return json.load(r)
 
 
+WARM_UNIT = "/etc/systemd/system/cclab-warm.service"
+
+
+def test_the_warm_up_unit_is_enabled_and_its_imports_run_as_the_lab_user():
+    """cclab-warm.service loads the labs' libraries once after boot, after JupyterLab, as the
+    lab user at the lowest priority; its command, run here as that user, succeeds."""
+    enabled = subprocess.run(["systemctl", "is-enabled", "cclab-warm.service"],
+                             capture_output=True, text=True)
+    assert enabled.stdout.strip() == "enabled", enabled.stdout + enabled.stderr
+    text = Path(WARM_UNIT).read_text()
+    field = lambda name: re.search(rf"^{name}=(.*)$", text, re.M).group(1)
+    assert field("User") == unit_field("User")
+    assert field("After") == "cclab-jupyter.service"
+    assert field("Nice") == "19" and field("IOSchedulingClass") == "idle"
+    user = pwd.getpwnam(field("User"))
+    r = subprocess.run(["/usr/sbin/runuser", "-u", user.pw_name, "--", "sh", "-c",
+                        field("ExecStart")], cwd=user.pw_dir, capture_output=True, text=True,
+                       env={"PATH": "/usr/bin:/bin", "HOME": user.pw_dir, "MPLBACKEND": "Agg"},
+                       timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+
+
 def test_jupyter_service_enabled_with_token_auth():
     enabled = subprocess.run(["systemctl", "is-enabled", "cclab-jupyter.service"],
                              capture_output=True, text=True)
