@@ -325,6 +325,7 @@ systemctl enable cclab-warm.service >/dev/null 2>&1 || die "cannot enable cclab-
 if [ -d /run/systemd/system ]; then
   systemctl daemon-reload
   systemctl restart cclab-jupyter.service
+  systemctl start --no-block cclab-warm.service      # on this boot too, not only the next ones
   say "JupyterLab: http://localhost:8888/lab?token=$(cat "$token_file")"
 fi
 say "done"
