@@ -354,8 +354,10 @@ def test_provisioning_keeps_modules_built_from_the_same_sources_and_rebuilds_edi
     box's modules).  The check, run here against the image's DKMS: current for this checkout's
     sources, not current for a copy with one line changed."""
     release = os.uname().release
-    check = ('. "$KIT/vm/kmod-dkms.sh"; '
-             'kmod_current "$2/kmod" cclab-tcp 0.1 "$1" /usr/src/cclab-tcp-0.1')
+    # the package's name and version from the checkout's dkms.conf, as provisioning takes them
+    check = ('. "$KIT/vm/kmod-dkms.sh"; set -e; pkg=$(kmod_package "$KIT/kmod/dkms.conf"); '
+             'name=${pkg% *}; ver=${pkg#* }; '
+             'kmod_current "$2/kmod" "$name" "$ver" "$1" "/usr/src/$name-$ver"')
 
     def current(kit):
         return subprocess.run(["bash", "-c", check, "-", release, kit], capture_output=True,
