@@ -304,6 +304,8 @@ systemctl enable cclab-jupyter.service >/dev/null 2>&1 || die "cannot enable ccl
 # once the files were cached.  After JupyterLab has started, this unit imports them once as the
 # lab user, at the lowest CPU and I/O priority, and exits: a student's first lab opens as fast
 # as the next, and matplotlib's font list is made in the lab user's cache before a plot needs it.
+# It stays active once it has run (RemainAfterExit), so provisioning's start below does not run it
+# a second time on a boot where it already ran (a box's first `vagrant up`).
 cat > /etc/systemd/system/cclab-warm.service <<EOF
 [Unit]
 Description=Load the labs' Python libraries into memory once after boot
@@ -311,6 +313,7 @@ After=cclab-jupyter.service
 
 [Service]
 Type=oneshot
+RemainAfterExit=yes
 User=$LAB_USER
 WorkingDirectory=$home
 Environment=MPLBACKEND=Agg

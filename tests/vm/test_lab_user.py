@@ -51,6 +51,7 @@ def test_the_warm_up_unit_is_enabled_and_its_imports_run_as_the_lab_user():
     assert field("User") == unit_field("User")
     assert field("After") == "cclab-jupyter.service"
     assert field("Nice") == "19" and field("IOSchedulingClass") == "idle"
+    assert field("RemainAfterExit") == "yes"          # one run a boot, however often started
     user = pwd.getpwnam(field("User"))
     r = subprocess.run(["/usr/sbin/runuser", "-u", user.pw_name, "--", "sh", "-c",
                         field("ExecStart")], cwd=user.pw_dir, capture_output=True, text=True,
