@@ -24,8 +24,8 @@ UNIT = "/etc/systemd/system/cclab-jupyter.service"
 TOKEN_FILE = "/etc/cclab/jupyter-token"
 
 
-def unit_field(name):
-    with open(UNIT) as f:
+def unit_field(name, unit=UNIT):
+    with open(unit) as f:
         return re.search(rf"^{name}=(.*)$", f.read(), re.M).group(1)
 
 
@@ -46,8 +46,8 @@ def test_the_warm_up_unit_is_enabled_and_its_imports_run_as_the_lab_user():
     enabled = subprocess.run(["systemctl", "is-enabled", "cclab-warm.service"],
                              capture_output=True, text=True)
     assert enabled.stdout.strip() == "enabled", enabled.stdout + enabled.stderr
-    text = Path(WARM_UNIT).read_text()
-    field = lambda name: re.search(rf"^{name}=(.*)$", text, re.M).group(1)
+    def field(name):
+        return unit_field(name, WARM_UNIT)
     assert field("User") == unit_field("User")
     assert field("After") == "cclab-jupyter.service"
     assert field("Nice") == "19" and field("IOSchedulingClass") == "idle"
