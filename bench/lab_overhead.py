@@ -18,6 +18,12 @@ runs, the last flow's data end (flows.csv t_end, from iperf3's own report) less 
 (start + duration), summed.  iperf3's connection and parameter exchange comes before each flow's
 data: about 0.3 s on a short path in the software-emulated VM, about 3 s on lab 4's 600 ms GEO
 path.  That time is in `runs`, not in `flows`; it is the path's, not the engine's.
+Then where each lab's `runs` went, from its run folders' manifests: `in runs`, each kept run's
+t = 0 to its manifest's last write (its flows as they ran, its tail, its clean-up and tables),
+with the tails alone; `again`, the runs the fidelity verdict refused and the runner made again
+(how many, and their time); `outside`, the rest (before t = 0: building or changing the network,
+starting the servers; after the tables: the verdict and the lab's own steps, such as lab 1's
+tshark on its capture), in all and per run made.
 The targets (issue 15) are runs/flows <= 1.3 for every lab and <= 1.25 over the quick suite.
 Nothing is asserted: the figures depend on the host, and this only prints them.
 
@@ -126,6 +132,49 @@ def late_data(results: Path) -> tuple[float, int]:
         total += max(0.0, ended - planned)
         n += 1
     return total, n
+
+
+def run_times(results: Path) -> dict:
+    """Where a lab's runs spent their time, from its run folders' manifests (the runs made again
+    included): made (run folders), again (of them, runs the judge refused and the runner made
+    again: <folder>.superseded-<k>), own (over the runs kept, each run's t = 0 to its manifest's
+    last write: its flows as they ran, its tail, its clean-up and tables), again_s (the same
+    for the runs made again) and tails (the kept runs' `tail`).  A manifest without its times
+    (a run stopped before t = 0) counts in `made` only."""
+    out = {"made": 0, "again": 0, "own": 0.0, "again_s": 0.0, "tails": 0.0}
+    for path in sorted(results.glob("*/*/manifest.json")):
+        m = json.loads(path.read_text())
+        again = ".superseded-" in path.parent.name
+        out["made"] += 1
+        out["again"] += again
+        try:
+            own = _stamp(m["end"]) - float(m["start_epoch"])
+        except (KeyError, TypeError, ValueError, AttributeError):   # absent, None, not a time
+            continue
+        out["again_s" if again else "own"] += own
+        if not again:
+            out["tails"] += float((m.get("spec") or {}).get("tail") or 0.0)
+    return out
+
+
+def print_run_times(rows) -> None:
+    """For each (lab, runs seconds, run_times()), the runs' time split: in the runs, made
+    again, and outside them (before t = 0, and after the tables: the verdict, the lab's own
+    steps), that last also per run made."""
+    print("\nwhere the runs' time went (s): `in runs` is each kept run's t = 0 to its manifest's "
+          "last write (its flows as they ran, with their late starts, its tail, its tables; the "
+          "tails alone in brackets); `again` the runs the fidelity verdict refused and the "
+          "runner made again; `outside` the rest: before t = 0 (building or changing the "
+          "network, starting the servers) and after the tables (the verdict, the lab's own "
+          "steps)")
+    print(f"{'lab':5} {'runs':>7} {'in runs':>8} {'(tails)':>8} {'again':>11} {'outside':>8} "
+          f"{'made':>5} {'outside/run':>11}")
+    for lab, runs, t in rows:
+        outside = runs - t["own"] - t["again_s"]
+        per = outside / t["made"] if t["made"] else float("nan")
+        again = f"{t['again']} ({t['again_s']:.1f})"
+        print(f"{lab:5} {runs:7.1f} {t['own']:8.1f} {'(' + format(t['tails'], '.1f') + ')':>8} "
+              f"{again:>11} {outside:8.1f} {t['made']:5d} {per:11.1f}")
 
 
 def _stamp(text: str) -> float:
@@ -280,7 +329,7 @@ def main(argv=None) -> int:
     if bad:
         print(f"lab_overhead: no lab {bad[0]} (labs: {', '.join(LABS)})", file=sys.stderr)
         return 2
-    rows, late = [], []
+    rows, late, spent = [], [], []
     print(f"{'lab':5} {'notebook s':>10} {'runs s':>8} {'flows s':>8} {'runs/flows':>10} "
           f"{'notebook/flows':>14} {'kept':>6}", flush=True)
     for lab in labs:
@@ -288,6 +337,7 @@ def main(argv=None) -> int:
         notebook, runs, shared, results = kept_notebook(kept, lab) if kept else run_notebook(lab)
         rows.append((lab, notebook, runs, flows))
         late.append((lab, *late_data(results)))
+        spent.append((lab, runs, run_times(results)))
         mark = "" if runs / flows <= TARGET_LAB else f"  (target {TARGET_LAB})"
         print(f"{lab:5} {notebook:10.0f} {runs:8.0f} {flows:8.0f} {runs / flows:10.2f} "
               f"{notebook / flows:14.2f} {shared:>6}{mark}", flush=True)
@@ -298,6 +348,7 @@ def main(argv=None) -> int:
           "each flow's data; in runs s, not in flows s):")
     for lab, sec, n in late:
         print(f"{lab}: {sec:.1f} s over {n} run(s)")
+    print_run_times(spent)
     if kept:
         print_breakdowns(kept, [(lab, runs) for lab, _, runs, _ in rows])
     return 0

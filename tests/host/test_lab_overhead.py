@@ -126,6 +126,7 @@ def test_kept_prints_the_table_then_the_breakdown(lo, tmp_path, capsys):
     assert out[2].startswith("all ")
     text = "\n".join(out[3:])
     assert "lab3: 3.1 s over 1 run(s)" in text
+    assert "where the runs' time went" in text
     assert ("lab3: 4 of 6 code cells timed; cells 142.0, gaps 2.0 "
             "(first start to last reply 144.0)") in text
     assert ("experiments 130.0 in 1 cell(s), runs 100.0: "
@@ -135,6 +136,35 @@ def test_kept_prints_the_table_then_the_breakdown(lo, tmp_path, capsys):
     assert [line.split()[:3] for line in slow] == [["7.0", "cell", "4"], ["3.0", "cell", "5"],
                                                    ["2.0", "cell", "1"]]
     assert slow[0].endswith("fig, axes = plt.subplots(1, 2)")
+
+
+def manifest(run: Path, start: float, end: str, tail=None, network="kept") -> None:
+    run.mkdir(parents=True)
+    spec = {"name": run.parent.name, **({"tail": tail} if tail is not None else {})}
+    (run / "manifest.json").write_text(json.dumps(
+        {"network": network, "start_epoch": start, "end": end, "spec": spec}))
+
+
+def test_where_the_runs_time_went(lo, tmp_path, capsys):
+    """Two runs kept (10.5 s and 12.25 s from t = 0 to the manifest's last write, tails 1 s and
+    none), one made again before the second (8 s), one stopped before t = 0 (no times): 4 runs
+    made; the record's 40 s leave 9.25 s outside the runs, 2.3 s a run made."""
+    base = tmp_path / "quick" / "lab3"
+    t0 = 1796160000.0                       # 2026-12-01T21:20:00Z
+    manifest(base / "loss-00" / "r1", t0, "2026-12-01T21:20:10.500+00:00", tail=1.0,
+             network="built")
+    manifest(base / "loss-01" / "r1.superseded-1", t0 + 20, "2026-12-01T21:20:28+00:00",
+             tail=1.0)
+    manifest(base / "loss-01" / "r1", t0 + 30, "2026-12-01T21:20:42.250Z")
+    stopped = base / "loss-02" / "r1"
+    stopped.mkdir(parents=True)
+    (stopped / "manifest.json").write_text(json.dumps({"network": "kept", "end": None}))
+    t = lo.run_times(base)
+    assert t == {"made": 4, "again": 1, "own": pytest.approx(22.75),
+                 "again_s": pytest.approx(8.0), "tails": pytest.approx(1.0)}
+    lo.print_run_times([("lab3", 40.0, t)])
+    out = capsys.readouterr().out.splitlines()
+    assert out[-1].split() == ["lab3", "40.0", "22.8", "(1.0)", "1", "(8.0)", "9.2", "4", "2.3"]
 
 
 def test_kept_without_timings_says_so(lo, tmp_path, capsys):
