@@ -304,11 +304,14 @@ systemctl enable cclab-jupyter.service >/dev/null 2>&1 || die "cannot enable ccl
 # once the files were cached.  After JupyterLab has started, this unit imports them once as the
 # lab user, at the lowest CPU and I/O priority, and exits: a student's first lab opens as fast
 # as the next, and matplotlib's font list is made in the lab user's cache before a plot needs it.
+# Then it starts tshark once, which reads its dissector libraries: lab 1's first capture took
+# 13-15 s to read cold, 8-10 s after that (the guest, its page cache dropped).  When both have
+# run it leaves /run/cclab-warm/done (gone at the next boot), which a notebook can read.
 # It stays active once it has run (RemainAfterExit), so provisioning's start below does not run it
 # a second time on a boot where it already ran (a box's first `vagrant up`).
 cat > /etc/systemd/system/cclab-warm.service <<EOF
 [Unit]
-Description=Load the labs' Python libraries into memory once after boot
+Description=Load the labs' Python libraries and tshark into memory once after boot
 After=cclab-jupyter.service
 
 [Service]
@@ -319,7 +322,11 @@ WorkingDirectory=$home
 Environment=MPLBACKEND=Agg
 Nice=19
 IOSchedulingClass=idle
+StandardOutput=null
+RuntimeDirectory=cclab-warm
 ExecStart=$VENV/bin/python3 -c 'import pandas, matplotlib.pyplot, otter'
+ExecStart=/usr/bin/tshark -G protocols
+ExecStartPost=/usr/bin/touch /run/cclab-warm/done
 
 [Install]
 WantedBy=multi-user.target

@@ -434,23 +434,18 @@ def keep_run(lab: str, zpath: Path, seconds: float, saved: dict) -> None:
 
 # Read by the notebook's kernel, as the lab user (who cannot ask systemd over its private
 # socket): the kernel's parent is the JupyterLab server, its cgroup names the unit that started it.
-# The warm-up unit (cclab-warm.service: the libraries' first import, as the lab user, after boot)
-# shows by what it leaves: the lab user's matplotlib font list, made since this boot, and no
-# process of it still running.  The cell waits for it, within a bound for a stuck unit.
+# The warm-up unit (cclab-warm.service: the libraries' first import and tshark's first start, as
+# the lab user, after boot) shows by what it leaves: the lab user's matplotlib font list, made
+# since this boot, and its mark in its runtime folder (/run: this boot's), which it leaves when
+# both commands have succeeded.  The cell waits for it, within a bound for a stuck unit.
 FACTS = """\
 import glob, os, pwd, time
 WARM_BOUND_S = 900
 booted = time.time() - float(open("/proc/uptime").read().split()[0])
-def cmdline(pid):
-    try:
-        return open(f"/proc/{pid}/cmdline", errors="replace").read()
-    except OSError:                 # gone since the listing
-        return ""
 def warm_done():
     fonts = glob.glob(os.path.expanduser("~/.cache/matplotlib/fontlist-*.json"))
-    running = [p for p in os.listdir("/proc") if p.isdigit()
-               and "import pandas, matplotlib" in cmdline(p)]
-    return bool(fonts) and min(os.path.getmtime(f) for f in fonts) > booted and not running
+    return bool(fonts) and min(os.path.getmtime(f) for f in fonts) > booted \\
+        and os.path.exists("/run/cclab-warm/done")
 waited = time.monotonic()
 while not warm_done() and time.monotonic() - waited < WARM_BOUND_S:
     time.sleep(2)

@@ -24,9 +24,14 @@ UNIT = "/etc/systemd/system/cclab-jupyter.service"
 TOKEN_FILE = "/etc/cclab/jupyter-token"
 
 
-def unit_field(name, unit=UNIT):
+def unit_fields(name, unit=UNIT):
+    """Every value the unit file gives `name`, in order."""
     with open(unit) as f:
-        return re.search(rf"^{name}=(.*)$", f.read(), re.M).group(1)
+        return re.findall(rf"^{name}=(.*)$", f.read(), re.M)
+
+
+def unit_field(name, unit=UNIT):
+    return unit_fields(name, unit)[0]
 
 
 def api(port, token, path, method="GET", body=None):
@@ -41,8 +46,9 @@ WARM_UNIT = "/etc/systemd/system/cclab-warm.service"
 
 
 def test_the_warm_up_unit_is_enabled_and_its_imports_run_as_the_lab_user():
-    """cclab-warm.service loads the labs' libraries once after boot, after JupyterLab, as the
-    lab user at the lowest priority; its command, run here as that user, succeeds."""
+    """cclab-warm.service loads the labs' libraries and tshark once after boot, after
+    JupyterLab, as the lab user at the lowest priority, then leaves its mark in its runtime
+    folder; its commands, run here in order as that user, succeed."""
     enabled = subprocess.run(["systemctl", "is-enabled", "cclab-warm.service"],
                              capture_output=True, text=True)
     assert enabled.stdout.strip() == "enabled", enabled.stdout + enabled.stderr
@@ -52,12 +58,19 @@ def test_the_warm_up_unit_is_enabled_and_its_imports_run_as_the_lab_user():
     assert field("After") == "cclab-jupyter.service"
     assert field("Nice") == "19" and field("IOSchedulingClass") == "idle"
     assert field("RemainAfterExit") == "yes"          # one run a boot, however often started
+    commands = unit_fields("ExecStart", WARM_UNIT)
+    assert len(commands) == 2 and "import pandas, matplotlib.pyplot, otter" in commands[0]
+    assert commands[1].split()[0].endswith("/tshark"), commands
+    assert field("RuntimeDirectory") == "cclab-warm"
+    assert field("ExecStartPost") == "/usr/bin/touch /run/cclab-warm/done"
     user = pwd.getpwnam(field("User"))
-    r = subprocess.run(["/usr/sbin/runuser", "-u", user.pw_name, "--", "sh", "-c",
-                        field("ExecStart")], cwd=user.pw_dir, capture_output=True, text=True,
-                       env={"PATH": "/usr/bin:/bin", "HOME": user.pw_dir, "MPLBACKEND": "Agg"},
-                       timeout=600)
-    assert r.returncode == 0, r.stderr[-2000:]
+    for command in commands:
+        r = subprocess.run(["/usr/sbin/runuser", "-u", user.pw_name, "--", "sh", "-c", command],
+                           cwd=user.pw_dir, capture_output=True, text=True, timeout=600,
+                           env={"PATH": "/usr/bin:/bin", "HOME": user.pw_dir, "MPLBACKEND": "Agg"})
+        assert r.returncode == 0, (command, r.stderr[-2000:])
+    # tshark listed its dissectors (full name, short name, filter name), TCP's among them
+    assert any(line.split("\t")[2:] == ["tcp"] for line in r.stdout.splitlines()), r.stdout[:300]
 
 
 def test_jupyter_service_enabled_with_token_auth():
