@@ -70,6 +70,7 @@ sys.path.insert(0, str(KIT / "notebooks"))
 sys.path.insert(0, str(KIT))
 
 import labkit  # noqa: E402
+from cclab.results import SUPERSEDED  # noqa: E402
 
 LABS = ("lab1", "lab2", "lab3", "lab4")
 TARGET_LAB, TARGET_SUITE = 1.3, 1.25
@@ -109,9 +110,8 @@ def run_notebook(lab: str) -> tuple[float, float, str, Path]:
 def networks(results: Path) -> str:
     """"kept/runs": how many of a lab's runs took the network of the run before them
     (runner.keep_network) instead of building one; runs made before that say nothing."""
-    runs = [m for m in results.glob("*/*/manifest.json") if ".superseded-" not in m.parent.name]
-    kept = sum(json.loads(m.read_text()).get("network") == "kept" for m in runs)
-    return f"{kept}/{len(runs)}"
+    t = run_times(results)
+    return f"{t['kept']}/{t['made'] - t['again']}"
 
 
 def late_data(results: Path) -> tuple[float, int]:
@@ -120,7 +120,7 @@ def late_data(results: Path) -> tuple[float, int]:
     (flows.csv t_end), summed; a run whose flows ended early counts 0."""
     total, n = 0.0, 0
     for path in sorted(results.glob("*/*/flows.csv")):
-        if ".superseded-" in path.parent.name:
+        if SUPERSEDED in path.parent.name:
             continue
         with open(path, newline="") as f:
             rows = list(csv.DictReader(f))
@@ -139,14 +139,16 @@ def run_times(results: Path) -> dict:
     included): made (run folders), again (of them, runs the judge refused and the runner made
     again: <folder>.superseded-<k>), own (over the runs kept, each run's t = 0 to its manifest's
     last write: its flows as they ran, its tail, its clean-up and tables), again_s (the same
-    for the runs made again) and tails (the kept runs' `tail`).  A manifest without its times
-    (a run stopped before t = 0) counts in `made` only."""
-    out = {"made": 0, "again": 0, "own": 0.0, "again_s": 0.0, "tails": 0.0}
+    for the runs made again), tails (the kept runs' `tail`) and kept (of the kept runs, those
+    that took the network of the run before them).  A manifest without its times (a run stopped
+    before t = 0) counts in `made` and `kept` only."""
+    out = {"made": 0, "again": 0, "kept": 0, "own": 0.0, "again_s": 0.0, "tails": 0.0}
     for path in sorted(results.glob("*/*/manifest.json")):
         m = json.loads(path.read_text())
-        again = ".superseded-" in path.parent.name
+        again = SUPERSEDED in path.parent.name
         out["made"] += 1
         out["again"] += again
+        out["kept"] += not again and m.get("network") == "kept"
         try:
             own = _stamp(m["end"]) - float(m["start_epoch"])
         except (KeyError, TypeError, ValueError, AttributeError):   # absent, None, not a time
