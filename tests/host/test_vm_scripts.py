@@ -118,11 +118,12 @@ def test_vagrantfile_forwards_jupyter_to_localhost_only():
 # Stands in for qemu-system-x86_64: counts its boots, and on the boot numbered in $FAKE_BOOTS_OK
 # and later plays a guest that ran its command (writes started and rc into the ctl share);
 # any other boot hangs, as a guest whose boot never reaches the command.  It keeps the
-# environment run.sh gave the guest's command (env-N).
+# environment run.sh gave the guest's command (env-N).  Its pid-N appears whole (a rename), so a
+# test that polls for it never reads it half-written.
 FAKE_QEMU = r'''#!/bin/bash
 n=$(( $(cat "$FAKE_DIR/boots" 2>/dev/null || echo 0) + 1 ))
 echo $n > "$FAKE_DIR/boots"
-echo $$ > "$FAKE_DIR/pid-$n"
+echo $$ > "$FAKE_DIR/.pid-$n" && mv "$FAKE_DIR/.pid-$n" "$FAKE_DIR/pid-$n"   # whole, or not there
 ctl=$(printf '%s\n' "$@" | sed -n 's/^local,path=\(.*\),mount_tag=ctl,.*/\1/p')
 cp "$ctl/env" "$FAKE_DIR/env-$n"
 if [ "$n" -ge "${FAKE_BOOTS_OK:-99}" ]; then
