@@ -304,8 +304,9 @@ systemctl enable cclab-jupyter.service >/dev/null 2>&1 || die "cannot enable ccl
 # once the files were cached.  After JupyterLab has started, this unit imports them once as the
 # lab user, at the lowest CPU and I/O priority, and exits: a student's first lab opens as fast
 # as the next, and matplotlib's font list is made in the lab user's cache before a plot needs it.
-# Then it starts tshark once, which reads its dissector libraries: lab 1's first capture took
-# 13-15 s to read cold, 8-10 s after that (the guest, its page cache dropped).  When both have
+# Then it starts tshark once, which reads its dissector libraries: in fresh boots, the first read
+# of a lab 1 capture took 4.5 s longer than the second without this, and 0.9 s longer after it
+# (two boots each, alternating; 10-12 s for the second read).  When both have
 # run it leaves /run/cclab-warm/done (gone at the next boot), which a notebook can read.
 # It stays active once it has run (RemainAfterExit), so provisioning's start below does not run it
 # a second time on a boot where it already ran (a box's first `vagrant up`).
