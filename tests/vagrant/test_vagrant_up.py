@@ -303,9 +303,17 @@ def test_2_forwarded_port_answers_with_the_token_and_refuses_without(lab):
     assert addrs and addrs <= {"127.0.0.1"}, listening
 
 
+# WARM lines (in experiment.log): where the warm-up unit was, in seconds since boot, when the
+# run began and ended: it starts at the end of provisioning and may still run beside the first
+# experiment.
 EXPERIMENT = r'''
 set -eu
 id -un
+warm() {
+  us() { systemctl show -p "$1" --value cclab-warm.service | awk '{printf "%.0f", $1 / 1e6}'; }
+  echo "WARM $1: uptime $(cut -d. -f1 /proc/uptime) s; cclab-warm $(systemctl show -p SubState --value cclab-warm.service), from $(us InactiveExitTimestampMonotonic) s to $(us ActiveEnterTimestampMonotonic) s; mark $(test -e /run/cclab-warm/done && echo present || echo absent)"
+}
+warm before
 cd /kit/notebooks
 rm -rf "$HOME/vagrant-test"
 CCLAB_MODE=quick /opt/cclab/venv/bin/python3 -c '
@@ -319,6 +327,7 @@ print("RESULTS", out)
   free -m || true
   exit $rc
 }
+warm after
 find "$HOME/vagrant-test" -type f -name "*.csv" | head -n 3
 echo "OWNERS $(find "$HOME/vagrant-test" ! -user "$(id -un)" | wc -l)"
 '''
