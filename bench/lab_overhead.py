@@ -84,9 +84,9 @@ def lab_user():
     return pwd.getpwnam(m.group(1)) if m else None
 
 
-def run_notebook(lab: str) -> tuple[float, float, str, Path]:
-    """(notebook seconds, runs seconds, kept networks, results folder) of one quick-mode run of
-    the lab's master."""
+def run_notebook(lab: str) -> tuple[float, float, Path]:
+    """(notebook seconds, runs seconds, results folder) of one quick-mode run of the lab's
+    master."""
     user = lab_user()
     base = Path(tempfile.mkdtemp(prefix=f"bench-{lab}-", dir=user.pw_dir if user else None))
     cmd = [sys.executable, str(KIT / "grading" / "run_master.py"), lab, "--mode", "quick",
@@ -104,14 +104,14 @@ def run_notebook(lab: str) -> tuple[float, float, str, Path]:
         raise SystemExit(f"lab_overhead: {lab} failed: {r.stderr.strip().splitlines()[-1:]}")
     rec = json.loads((base / lab / "submission" / lab / "record.json").read_text())
     results = base / lab / "submission" / lab
-    return took, float(rec["seconds"]), networks(results), results
+    return took, float(rec["seconds"]), results
 
 
-def networks(results: Path) -> str:
-    """"kept/runs": how many of a lab's runs took the network of the run before them
-    (runner.keep_network) instead of building one; runs made before that say nothing."""
-    t = run_times(results)
-    return f"{t['kept']}/{t['made'] - t['again']}"
+def networks(times: dict) -> str:
+    """"kept/runs" from a lab's run_times(): how many of its runs took the network of the run
+    before them (runner.keep_network) instead of building one; runs made before that say
+    nothing."""
+    return f"{times['kept']}/{times['made'] - times['again']}"
 
 
 def late_data(results: Path) -> tuple[float, int]:
@@ -184,9 +184,9 @@ def _stamp(text: str) -> float:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
-def kept_notebook(kept: Path, lab: str) -> tuple[float, float, str, Path]:
-    """(notebook seconds, runs seconds, kept networks, results folder) of a lab run a make test
-    guest kept in kept/quick/."""
+def kept_notebook(kept: Path, lab: str) -> tuple[float, float, Path]:
+    """(notebook seconds, runs seconds, results folder) of a lab run a make test guest kept in
+    kept/quick/."""
     base = kept / "quick"
     rec = base / lab / "record.json"
     if not rec.is_file():
@@ -194,14 +194,14 @@ def kept_notebook(kept: Path, lab: str) -> tuple[float, float, str, Path]:
     runs = float(json.loads(rec.read_text())["seconds"])
     times = base / "times.json"
     if times.is_file() and lab in json.loads(times.read_text()):
-        return float(json.loads(times.read_text())[lab]), runs, networks(base / lab), base / lab
+        return float(json.loads(times.read_text())[lab]), runs, base / lab
     nb = json.loads((base / f"{lab}.ipynb").read_text())
     timing = [c["metadata"].get("execution") or {} for c in nb["cells"] if c["cell_type"] == "code"]
     timing = [t for t in timing if "iopub.execute_input" in t and "shell.execute_reply" in t]
     if not timing:
         raise SystemExit(f"lab_overhead: {base / (lab + '.ipynb')} has no cell timings")
     return (_stamp(timing[-1]["shell.execute_reply"]) - _stamp(timing[0]["iopub.execute_input"]),
-            runs, networks(base / lab), base / lab)
+            runs, base / lab)
 
 
 # A cell runs a lab's experiments when it calls labkit.run_lab (the notebook's labkit.run_lab,
@@ -336,10 +336,12 @@ def main(argv=None) -> int:
           f"{'notebook/flows':>14} {'kept':>6}", flush=True)
     for lab in labs:
         flows = labkit.flow_seconds(lab, "quick")
-        notebook, runs, shared, results = kept_notebook(kept, lab) if kept else run_notebook(lab)
+        notebook, runs, results = kept_notebook(kept, lab) if kept else run_notebook(lab)
+        times = run_times(results)              # the lab's manifests, read once
+        shared = networks(times)
         rows.append((lab, notebook, runs, flows))
         late.append((lab, *late_data(results)))
-        spent.append((lab, runs, run_times(results)))
+        spent.append((lab, runs, times))
         mark = "" if runs / flows <= TARGET_LAB else f"  (target {TARGET_LAB})"
         print(f"{lab:5} {notebook:10.0f} {runs:8.0f} {flows:8.0f} {runs / flows:10.2f} "
               f"{notebook / flows:14.2f} {shared:>6}{mark}", flush=True)

@@ -160,7 +160,7 @@ def test_where_the_runs_time_went(lo, tmp_path, capsys):
     stopped.mkdir(parents=True)
     (stopped / "manifest.json").write_text(json.dumps({"network": "kept", "end": None}))
     t = lo.run_times(base)
-    assert lo.networks(base) == "2/3"          # the superseded run is not one of the runs
+    assert lo.networks(t) == "2/3"             # the superseded run is not one of the runs
     assert t == {"made": 4, "again": 1, "kept": 2, "own": pytest.approx(22.75),
                  "again_s": pytest.approx(8.0), "tails": pytest.approx(1.0)}
     lo.print_run_times([("lab3", 40.0, t)])
