@@ -9,9 +9,16 @@ Anything else becomes an `Unreadable` placeholder, which equals nothing, so a te
 fails with a one-line reason.
 
     encode(value, funcs)        -> JSON-able (funcs: a list the student side keeps callables in)
-    decode(obj, resolve, call)  -> value     (resolve(module, qualname): a class or module the
+    decode(obj, resolve, call, classes)
+                                -> value     (resolve(module, qualname): a class or module the
                                               decoding side accepts, or None; call: a function
-                                              proxy maker, or None to refuse functions)
+                                              proxy maker, or None to refuse functions; classes:
+                                              the resolver for objects' classes, resolve if None)
+
+An object crosses as its class and its attributes, and its attributes are data only: a function
+inside an object is refused even where `call` accepts functions.  Otherwise an object of an
+accepted class could carry the notebook's functions under the names of a module's (a mapping
+holding `load_fresh`, sent as `KM`), and the grader would call them where it means its own.
 """
 
 from __future__ import annotations
@@ -140,11 +147,13 @@ def encode(value, funcs: list | None = None):
     return enc(value)
 
 
-def decode(obj, resolve, call=None):
+def decode(obj, resolve, call=None, classes=None):
     """Tagged JSON back to values, strictly: an untagged dict, an unknown tag or a malformed one
     raises DecodeError; a reference the side does not accept becomes an Unreadable."""
     import numpy as np
     import pandas as pd
+    classes = classes or resolve
+    in_object = [0]             # > 0 while an object's attributes are decoded: no functions there
 
     def arr(o):
         if not (isinstance(o, dict) and set(o) == {"$nd"}):
@@ -260,16 +269,27 @@ def decode(obj, resolve, call=None):
             return x if x is not None else Unreadable(f"{str(mod)[:40]}.{str(qual)[:40]}")
         if tag == "$obj":
             mod, qual, state = v
-            cls = resolve(str(mod), str(qual))
+            cls = classes(str(mod), str(qual))
             if not isinstance(cls, type):
                 return Unreadable(f"an object of {str(mod)[:40]}.{str(qual)[:40]}")
-            state = dec(state, d + 1)
-            x = cls.__new__(cls)
-            x.__dict__.update(state)
+            in_object[0] += 1
+            try:
+                state = dec(state, d + 1)
+            finally:
+                in_object[0] -= 1
+            if not isinstance(state, dict):
+                raise DecodeError("malformed $obj")
+            try:
+                x = cls.__new__(cls)
+                x.__dict__.update(state)
+            except (AttributeError, TypeError):     # a class whose objects hold no attributes
+                return Unreadable(f"an object of {str(mod)[:40]}.{str(qual)[:40]}")
             return x
         if tag == "$func":
             if call is None or type(v) is not int:
                 return Unreadable("a function")
+            if in_object[0]:
+                return Unreadable("a function inside an object")
             return call(v)
         if tag == "$unreadable":
             return Unreadable(str(v)[:60])

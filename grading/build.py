@@ -10,7 +10,10 @@ needs no kit; for lab 5 its tuner support module, its recorded connections and t
 learner, which only the autograder gets) into a scratch folder and runs `otter assign` there.
 Result:
     dist/<lab>/student/      the notebook for students: solutions and hidden tests stripped
-    dist/<lab>/autograder/   the master with solutions, and <lab>-autograder_*.zip for grade.py
+    dist/<lab>/autograder/   the master with solutions, and <lab>-autograder_*.zip for grade.py,
+                             with cclab-trusted.json added: the master's imported modules and
+                             literal constants its tests read, which the grading process binds
+                             itself, and the support files only it may hold (grading/fastgrade.py)
 The masters are not executed here (assign's run_tests is off in their config): they run
 experiments; the student's journey runs them, every lab in JupyterLab through a browser in the
 lab VM, and grades their exports (tests/student/test_browser.py).
@@ -19,12 +22,18 @@ lab VM, and grades their exports (tests/student/test_browser.py).
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import subprocess
 import sys
 import tempfile
 import zipfile
 from pathlib import Path
+
+try:
+    from grading import fastgrade
+except ImportError:                     # run from inside grading/
+    import fastgrade
 
 KIT = Path(__file__).resolve().parents[1]
 
@@ -44,6 +53,9 @@ SUPPORT = {
              ("labs/lab5/reference.py", "lab5_reference.py")],
 }
 LABS = tuple(SUPPORT)
+# Support files that only the grading process may hold: the student's process, which runs the
+# notebook, must not find the reference solution beside it.
+GRADER_ONLY = {"labs/lab5/reference.py"}
 
 
 def engine_zip(dest: Path) -> Path:
@@ -59,6 +71,59 @@ def engine_zip(dest: Path) -> Path:
             info.external_attr = 0o644 << 16
             z.writestr(info, f.read_bytes())
     return dest
+
+
+def master_bindings(nb_path: Path) -> tuple[dict, dict]:
+    """({name: [module, attribute or ""]}, {name: value}): what the master notebook binds by an
+    import at the top level of its code cells, and the upper-case names it sets to a literal
+    (LAB = "lab4", SEED = 5).  A name bound in two ways, or to two values, is left out."""
+    import ast
+    modules, constants, clash = {}, {}, set()
+
+    def put(table, name, value):
+        other = modules if table is constants else constants
+        if name in other or table.get(name, value) != value:
+            clash.add(name)
+        table[name] = value
+
+    for src in fastgrade._cells(nb_path):
+        try:
+            tree = ast.parse(src)
+        except SyntaxError:
+            continue
+        for node in tree.body:
+            if isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.asname or "." not in a.name:
+                        put(modules, a.asname or a.name, [a.name, ""])
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                for a in node.names:
+                    if a.name != "*":
+                        put(modules, a.asname or a.name, [node.module, a.name])
+            elif (isinstance(node, ast.Assign) and len(node.targets) == 1
+                  and isinstance(node.targets[0], ast.Name) and node.targets[0].id.isupper()):
+                try:
+                    value = ast.literal_eval(node.value)
+                    json.dumps(value)
+                except (ValueError, TypeError, SyntaxError, RecursionError):
+                    clash.add(node.targets[0].id)   # set from code: the notebook's own
+                    continue
+                put(constants, node.targets[0].id, value)
+    return ({k: v for k, v in modules.items() if k not in clash},
+            {k: v for k, v in constants.items() if k not in clash})
+
+
+def trusted_table(lab: str, master: Path, autograder: Path) -> dict:
+    """grading/fastgrade.py's TRUSTED for a lab: of the master's bindings, those its tests read,
+    and the support files only the grading process gets."""
+    with tempfile.TemporaryDirectory() as tmp:
+        with zipfile.ZipFile(autograder) as z:
+            z.extractall(tmp, [n for n in z.namelist() if n.startswith("tests/")])
+        read = set(fastgrade.test_names(Path(tmp) / "tests"))
+    modules, constants = master_bindings(master)
+    return {"modules": {k: v for k, v in sorted(modules.items()) if k in read},
+            "constants": {k: v for k, v in sorted(constants.items()) if k in read},
+            "grader_only": sorted(name for src, name in SUPPORT[lab] if src in GRADER_ONLY)}
 
 
 def build(lab: str, out: Path) -> Path:
@@ -77,6 +142,10 @@ def build(lab: str, out: Path) -> Path:
                            cwd=t, capture_output=True, text=True)
         if r.returncode != 0:
             raise RuntimeError(f"otter assign {lab} failed:\n{r.stdout}\n{r.stderr}")
+        zipped = autograder_zip(dest)
+        table = trusted_table(lab, t / f"{lab}.ipynb", zipped)
+        with zipfile.ZipFile(zipped, "a", zipfile.ZIP_DEFLATED) as z:
+            z.writestr(fastgrade.TRUSTED, json.dumps(table, indent=1, sort_keys=True) + "\n")
     return dest
 
 

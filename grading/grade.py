@@ -279,30 +279,71 @@ def _read_results(r: Result, data: dict) -> None:
     r.feedback = "\n".join(lines)
 
 
+# A submission unpacks to at most this much (a quick-mode lab 4 export holds 37 MB): a zip that
+# claims more is refused before anything is written, so a small zip cannot fill the disk.
+MAX_UNPACKED = 2 << 30
+
+
 def _safe_extract(z: Path, dest: Path) -> None:
     with zipfile.ZipFile(z) as zf:
+        total = 0
         for m in zf.infolist():
             target = (dest / m.filename).resolve()
             if not str(target).startswith(str(dest.resolve())):
                 raise ValueError(f"unsafe path in the zip: {m.filename}")
+            total += m.file_size
+        if total > MAX_UNPACKED:
+            raise ValueError(f"the zip unpacks to {total >> 20} MB (limit {MAX_UNPACKED >> 20} MB)")
         zf.extractall(dest)
 
 
-def _prepare(entry: Path, work: Path, files_dir: Path) -> None:
+def copy_entry(src: Path, dest: Path) -> list[str]:
+    """A folder entry copied as its folders and regular files only; returns what was left out
+    (relative to the entry).  unzip restores symbolic links, and the grader runs as root: a
+    link followed would copy what it points at into the submission (the course secret, a
+    classmate's zip, the autograder), and one to /dev/zero, like a pipe, would stall the class's
+    grading."""
+    import stat
+    left = []
+    for root, dirs, files in os.walk(src):          # a link to a folder is not walked into
+        here = Path(root)
+        rel = here.relative_to(src)
+        (dest / rel).mkdir(parents=True, exist_ok=True)
+        for name in sorted(dirs):
+            if (here / name).is_symlink():
+                dirs.remove(name)
+                left.append(str(rel / name))
+        for name in sorted(files):
+            if stat.S_ISREG(os.lstat(here / name).st_mode):
+                shutil.copy2(here / name, dest / rel / name)
+            else:
+                left.append(str(rel / name))
+    return left
+
+
+def _prepare(entry: Path, work: Path, files_dir: Path, leave_out=()) -> list[str]:
     """The submission's files in `work`, with the autograder's support files (labkit.py, the
-    reference bands) copied over whatever the student sent under those names."""
+    reference bands) copied over whatever the student sent under those names, but for those
+    only the grading process may hold (`leave_out`: lab 5's reference learner).  Returns what
+    of a folder entry was left out (links, devices, pipes)."""
+    left = []
     if entry.is_file():
         work.mkdir(parents=True)
         _safe_extract(entry, work)
     else:
-        shutil.copytree(entry, work, symlinks=False, ignore_dangling_symlinks=True)
+        left = copy_entry(entry, work)
+    secret = {Path(n).stem for n in leave_out}        # their compiled copies stay out too
     if files_dir.is_dir():
         for f in files_dir.iterdir():
+            if f.name in leave_out:
+                continue
             if f.is_file():
                 shutil.copy(f, work / f.name)
             elif f.name == "__pycache__":
                 shutil.rmtree(work / f.name, ignore_errors=True)
-                shutil.copytree(f, work / f.name)
+                shutil.copytree(f, work / f.name, ignore=lambda _d, names: [
+                    n for n in names if n.split(".")[0] in secret])
+    return left
 
 
 def _links():
@@ -326,6 +367,16 @@ def grade_fast(entries: list[Path], autograder: Path, jobs: int, timeout: float,
     scratch = Path(tempfile.mkdtemp(prefix="grade-"))
     try:
         ag = fastgrade.unpack_autograder(autograder, scratch / "autograder")
+        try:
+            trusted = fastgrade.read_trusted(ag)
+        except ValueError as ex:
+            raise SystemExit(f"grade: {autograder}: {ex}") from None
+        if not trusted:
+            print(f"grade: warning: {autograder.name} has no {fastgrade.TRUSTED} (built before "
+                  "it existed): the tests read the notebook's own modules and constants; build "
+                  "it again with grading/build.py", file=sys.stderr)
+        leave_out = tuple(trusted.get("grader_only", []))
+        left_out: dict[str, list[str]] = {}
         fastgrade.precompile(ag / "files")
         os.chmod(scratch, 0o711)
         for p in [ag, *ag.rglob("*")]:          # the tests are read before the children run:
@@ -337,7 +388,9 @@ def grade_fast(entries: list[Path], autograder: Path, jobs: int, timeout: float,
             """Run by the engine just before the submission's processes start (so preparing
             one overlaps grading the others)."""
             try:
-                _prepare(e, work, ag / "files")
+                left = _prepare(e, work, ag / "files", leave_out)
+                if left:
+                    left_out[_entry_name(e)] = left
                 # the grading process's own copy of the results, taken before any student code
                 # runs, with the autograder's support files: nothing the notebook writes reaches it
                 fastgrade._trusted_folder(work / "submission", tdir, ag / "files")
@@ -371,11 +424,16 @@ def grade_fast(entries: list[Path], autograder: Path, jobs: int, timeout: float,
                 found, r.raw = list(res["integrity"]), dict(res.get("raw") or {})
             else:
                 sub = tdirs[student] / "submission"
-                found = integrity.problems(sub, lab) if lab and sub.is_dir() else []
-                r.raw = integrity.raw_digests(sub) if sub.is_dir() else {}
+                found = integrity.problems(sub, lab) if lab else []   # no folder: a finding
+                r.raw = integrity.raw_digests(sub)
             sub = tdirs[student] / "submission"
-            if secret is not None and lab and sub.is_dir():
+            if secret is not None and lab:
                 found = _links().problems(sub, lab, student, secret) + found
+            if student in left_out:
+                r.flags.append(f"left out of the submission, not files: "
+                               + ", ".join(left_out[student][:5])
+                               + (f" and {len(left_out[student]) - 5} more" if len(left_out[student]) > 5 else "")
+                               + " (links, devices or pipes)")
             if found:
                 r.flags.append("results fail the cross-checks: " + found[0]
                                + (f" (and {len(found) - 1} more)" if len(found) > 1 else ""))
@@ -420,12 +478,11 @@ def _entry_name(e: Path) -> str:
 
 
 def _entry_time(e: Path) -> float | None:
-    """When the entry was handed in: a zip's time, or the newest file time in a folder."""
+    """When the entry was handed in: a zip's own time (the LMS's or the download's), None for a
+    folder, whose file times are the ones the student's zip carried (unzip restores them) and
+    so say nothing about when it was handed in."""
     try:
-        if e.is_file():
-            return e.stat().st_mtime
-        times = [p.stat().st_mtime for p in e.rglob("*") if p.is_file() and not p.is_symlink()]
-        return max(times) if times else None
+        return e.stat().st_mtime if e.is_file() else None
     except OSError:
         return None
 
@@ -640,6 +697,9 @@ def write_outputs(results: list[Result], out: Path, lab: str, deadline: str | No
         late = ""
         if when and r.submitted is not None:
             late = f"{max(0.0, (r.submitted - _when(when)) / 3600):.2f}"
+        elif when:
+            report.append(f"no hand-in time: {r.student} (a folder: its file times are the ones "
+                          "the student's zip carried; grade the zips for late_hours)")
         man = manual.get(r.student, {})
         auto = sum(eff.values())
         total = auto + sum(man.values())
@@ -710,8 +770,8 @@ def main(argv=None) -> int:
     ap.add_argument("--zero-duplicates", action="store_true",
                     help="score 0 the measured answers of every submission whose raw logs are the "
                          "same as another's (default: flag both for review, scores unchanged)")
-    ap.add_argument("--deadline", help="e.g. 2026-03-01T23:59:00Z: late_hours from the file times "
-                    "(a roster's deadline column wins)")
+    ap.add_argument("--deadline", help="e.g. 2026-03-01T23:59:00Z: late_hours from the zips' own "
+                    "times (not for folder entries; a roster's deadline column wins)")
     ap.add_argument("--secret", help="the course secret (grading/links.py secret FILE): every "
                     "run of labs 1, 3 and 4 must be on its student's own link")
     a = ap.parse_args(argv)

@@ -67,7 +67,7 @@ def entry(sub: Path, tmp: Path) -> Path:
     """The submission as grade.py takes it: a folder with the notebook, or the export zip."""
     if any(sub.glob("*.ipynb")):
         dest = tmp / "student"
-        shutil.copytree(sub, dest, symlinks=False)
+        grade.copy_entry(sub, dest)     # folders and regular files: no link is followed
         return dest
     zips = sorted(sub.glob("*.zip"))
     if zips:

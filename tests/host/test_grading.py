@@ -240,7 +240,13 @@ def test_build_packages_lab5_and_its_autograder_grades_it(tmp_path):
         assert z.read("files/lab5_reference.py") == (lab5 / "reference.py").read_bytes()
     assert {"files/tuner_support.py", "files/lab5-connections.csv"} <= names
     subs = tmp_path / "subs"
-    for who, nb in (("master", d / "autograder" / "lab5.ipynb"), ("unfilled", stu / "lab5.ipynb")):
+    # one that tries for points without the work: the reference learner borrowed from beside
+    # the notebook (the grader put it there for the hidden tests, until only the grading
+    # process got it)
+    borrowed = _with_last_cell(stu / "lab5.ipynb", tmp_path / "borrowed.ipynb",
+                               "from lab5_reference import cost, update, choose, should_switch")
+    for who, nb in (("master", d / "autograder" / "lab5.ipynb"), ("unfilled", stu / "lab5.ipynb"),
+                    ("borrowed", borrowed)):
         live = subs / who / "submission" / "lab5"
         live.mkdir(parents=True)
         shutil.copy(nb, subs / who / "lab5.ipynb")
@@ -260,6 +266,18 @@ def test_build_packages_lab5_and_its_autograder_grades_it(tmp_path):
     assert float(r["master"]["score"]) == 17
     assert r["unfilled"]["status"] == "graded"
     assert float(r["unfilled"]["score"]) < float(r["master"]["score"]) / 2, r["unfilled"]
+    fb = (out / "feedback" / "borrowed.txt").read_text()
+    for q in ("q1", "q2", "q3", "q4"):          # the student's process has no reference learner
+        assert float(r["borrowed"][q]) == 0, (q, fb)
+    assert "No module named 'lab5_reference'" in fb
+
+
+def _with_last_cell(src: Path, dest: Path, code: str) -> Path:
+    import nbformat
+    nb = nbformat.read(src, as_version=4)
+    nb.cells.append(nbformat.v4.new_code_cell(code))
+    nbformat.write(nb, dest)
+    return dest
 
 
 def test_lab_fidelity_thresholds_follow_the_link():

@@ -6,6 +6,7 @@ recomputation, type checks weigh nothing, and a notebook left unfilled scores 0.
 import csv
 import json
 import random
+import shutil
 import sys
 from fractions import Fraction
 from pathlib import Path
@@ -174,6 +175,108 @@ def test_adversarial_submissions_score_zero_for_what_they_fake(dist, tmp_path):
     assert float(r["posing"]["score"]) == FULL - 2
 
 
+# The notebook's own module posing as labkit: a mapping (an object of a library class) whose
+# attributes are labkit's functions, or ones that find every answer close.  The hidden tests call
+# `labkit.<function>(...)`: were these proxies honoured, the calls would run in the student's
+# process, on whatever data it holds there.
+POSE_AS_LABKIT = """
+import collections as _c
+import labkit as _real
+_fake = _c.UserDict()
+for _n in dir(_real):
+    if not _n.startswith("__") and callable(getattr(_real, _n)):
+        setattr(_fake, _n, getattr(_real, _n))
+labkit = _fake
+LAB = "lab2"
+"""
+ALWAYS_CLOSE = POSE_AS_LABKIT + """
+labkit.close = lambda *a, **k: True
+labkit.frame_matches = lambda *a, **k: True
+"""
+# results handed in outside submission/ and put in place by the notebook: the grader's copy of
+# the results (taken before any student code runs) then has none
+UNSTASH = "import shutil\nshutil.copytree('stash', 'submission', dirs_exist_ok=True)"
+
+
+def test_a_notebook_cannot_choose_what_the_hidden_tests_call(dist, tmp_path):
+    subs = tmp_path / "subs"
+    m = dist["master"]
+    fixtures.lab1_submission(subs / "genuine", m, real=1)
+    fixtures.lab1_submission(subs / "close", with_cells(m, tmp_path / "close.ipynb", edits=WRONG,
+                                                        last=ALWAYS_CLOSE), real=2)
+    hidden = fixtures.lab1_submission(subs / "hidden", with_cells(
+        m, tmp_path / "hidden.ipynb", first=UNSTASH, last=POSE_AS_LABKIT), real=3)
+    (hidden / "submission").rename(hidden / "stash")
+    out = tmp_path / "graded"
+    grade.grade_all(subs, dist["zip"], out, jobs=2, timeout=60)
+    r = rows(out)
+    fb = {s: (out / "feedback" / f"{s}.txt").read_text() for s in r}
+    assert float(r["genuine"]["score"]) == FULL, fb["genuine"]
+    # the grader's own labkit and LAB: the wrong answers lose their points as without the proxy
+    assert float(r["close"]["q5"]) == 0 and float(r["close"]["q7"]) == 0, fb["close"]
+    assert float(r["close"]["score"]) == FULL - 3 - 3
+    # no results where the grader looks: a finding, and no measured answer earns points
+    assert "no submission/lab1/ folder" in r["hidden"]["flags"], r["hidden"]
+    for q in ("q1", "q2", "q3", "q5", "q7", "q8"):
+        assert float(r["hidden"][q]) == 0, (q, fb["hidden"])
+
+
+def test_the_autograder_names_what_the_grader_binds_itself(dist, tmp_path):
+    ag = fastgrade.unpack_autograder(dist["zip"], tmp_path / "ag")
+    t = fastgrade.read_trusted(ag)
+    assert t["constants"] == {"LAB": "lab1"} and t["modules"]["labkit"] == ["labkit", ""]
+    assert t["modules"]["pd"] == ["pandas", ""] and t["grader_only"] == []
+    # only names the tests read, and never a placeholder the student fills in
+    assert "STUDENT_ID" not in t["constants"] and "os" not in t["modules"]
+    (ag / fastgrade.TRUSTED).write_text('{"modules": {"KM": "kmodlab"}}')
+    with pytest.raises(ValueError, match="malformed"):
+        fastgrade.read_trusted(ag)
+    # lab 5's reference learner is the grading process's only
+    from grading import build
+    master = tmp_path / "lab5.ipynb"
+    master.write_text((KIT / "notebooks" / "lab5.ipynb").read_text())
+    mods, consts = build.master_bindings(master)
+    assert mods["ts"] == ["tuner_support", ""] and consts["SEED"] == 5 and "K" not in consts
+    files, work = tmp_path / "files", tmp_path / "work"
+    (files / "__pycache__").mkdir(parents=True)
+    for name in ("tuner_support.py", "lab5_reference.py", "__pycache__/lab5_reference.cpython-311.pyc",
+                 "__pycache__/tuner_support.cpython-311.pyc"):
+        (files / name).write_text("x = 1\n")
+    entry = tmp_path / "entry"
+    entry.mkdir()
+    (entry / "lab5.ipynb").write_text("{}")
+    grade._prepare(entry, work, files, ("lab5_reference.py",))
+    assert (work / "tuner_support.py").is_file() and not (work / "lab5_reference.py").exists()
+    assert sorted(p.name for p in (work / "__pycache__").iterdir()) == ["tuner_support.cpython-311.pyc"]
+
+
+def test_a_folder_entrys_links_and_devices_are_not_followed(dist, tmp_path, monkeypatch):
+    """unzip restores symbolic links; the grader runs as root.  A link to a file outside (the
+    course secret) must not bring it into the submission, one to /dev/zero must not stall the
+    class, and a zip that unpacks to more than the limit is refused before it is written."""
+    subs = tmp_path / "subs"
+    secret = tmp_path / "course.secret"
+    secret.write_text("THE-COURSE-SECRET\n")
+    show = "raise ValueError(open('notes.txt').read())"
+    e = fixtures.lab1_submission(subs / "links", with_cells(dist["master"], tmp_path / "l.ipynb",
+                                                            last=show), real=1)
+    (e / "notes.txt").symlink_to(secret)
+    (e / "big.bin").symlink_to("/dev/zero")
+    (e / "outside").symlink_to(tmp_path, target_is_directory=True)
+    big = fixtures.lab1_submission(tmp_path / "big", dist["master"], real=2)
+    shutil.make_archive(str(subs / "big"), "zip", root_dir=big)
+    monkeypatch.setattr(grade, "MAX_UNPACKED", 1 << 16)
+    out = tmp_path / "graded"
+    grade.grade_all(subs, dist["zip"], out, jobs=1, timeout=60)
+    r = rows(out)
+    fb = (out / "feedback" / "links.txt").read_text()
+    assert "THE-COURSE-SECRET" not in fb and "No such file" in fb, fb
+    assert float(r["links"]["score"]) == FULL
+    for name in ("big.bin", "notes.txt", "outside"):
+        assert name in r["links"]["flags"], r["links"]["flags"]
+    assert r["big"]["status"] == "error" and "unpacks to" in r["big"]["reason"], r["big"]
+
+
 def _unpacked_tests(zip_path: Path, dest: Path) -> Path:
     fastgrade.unpack_autograder(zip_path, dest)
     return dest / "tests"
@@ -252,6 +355,17 @@ def test_answers_cross_as_data_only():
     assert isinstance(refused, answers.Unreadable) and refused != 0 and not refused
     assert isinstance(answers.decode({"$path": "/etc/shadow"}, lambda m, q: None), answers.Unreadable)
     assert isinstance(answers.decode({"$func": 0}, lambda m, q: None), answers.Unreadable)
+    # an object: of a class the side accepts for objects, and with data only in it
+    class Box:
+        pass
+    ok = lambda m, q: Box if (m, q) == ("files", "Box") else None
+    obj = {"$obj": ["files", "Box", {"$dict": [["f", {"$func": 0}], ["n", 3]]}]}
+    back = answers.decode(obj, ok, call=lambda h: ("proxy", h))
+    assert isinstance(back, Box) and back.n == 3 and isinstance(back.f, answers.Unreadable)
+    refused = answers.decode(obj, ok, call=lambda h: ("proxy", h), classes=lambda m, q: None)
+    assert isinstance(refused, answers.Unreadable)
+    slotted = {"$obj": ["fractions", "Fraction", {"$dict": []}]}      # no attributes to set
+    assert isinstance(answers.decode(slotted, lambda m, q: Fraction), answers.Unreadable)
 
 
 def test_the_grading_side_resolves_only_what_the_autograder_supplies(tmp_path):

@@ -65,9 +65,11 @@ def test_roster_late_regrade_manual_packet_and_lms_files(dist, tmp_path):
     fixtures.lab1_submission(subs / "alice", m, real=1)
     fixtures.lab1_submission(subs / "bob", dist["master"], real=2)
     fixtures.lab1_submission(subs / "dora", dist["student"], real=3)     # not on the roster, unfilled
-    # handed in times: alice after her deadline, bob before the class deadline
-    for p in [subs / "alice", *(subs / "alice").rglob("*")]:
-        os.utime(p, (1_800_000_000, 1_800_000_000))
+    # handed in times: alice's zip after her deadline; bob's folder carries file times from
+    # before the class deadline, which say nothing (unzip restores the times the zip carried)
+    shutil.make_archive(str(subs / "alice"), "zip", root_dir=subs / "alice")
+    shutil.rmtree(subs / "alice")
+    os.utime(subs / "alice.zip", (1_800_000_000, 1_800_000_000))
     for p in [subs / "bob", *(subs / "bob").rglob("*")]:
         os.utime(p, (1_700_000_000, 1_700_000_000))
     roster = tmp_path / "roster.csv"
@@ -111,7 +113,8 @@ def test_roster_late_regrade_manual_packet_and_lms_files(dist, tmp_path):
     # late: alice's own deadline (2027-01-15) against her files' time (2027-01-15T08:00Z)
     assert float(g["alice"]["late_hours"]) == pytest.approx(8.0, abs=0.01)
     assert g["alice"]["submitted"] == "2027-01-15T08:00:00Z"
-    assert float(g["bob"]["late_hours"]) == 0.0                 # the class deadline, met
+    assert g["bob"]["late_hours"] == g["bob"]["submitted"] == ""   # a folder: no hand-in time
+    assert "no hand-in time: bob (a folder" in report and "no hand-in time: alice" not in report
     assert "after the deadline" in (out / "feedback" / "alice.txt").read_text()
     with open(out / "canvas.csv") as f:
         canvas = list(csv.reader(f))
@@ -180,7 +183,7 @@ def test_roster_late_regrade_manual_packet_and_lms_files(dist, tmp_path):
     grade.grade_all(subs, dist["zip"], out, jobs=2, timeout=60)
     g = rows(out)
     assert float(g["alice"]["q4"]) == 2 and float(g["bob"]["q4"]) == 1 and float(g["alice"]["q9"]) == 2
-    assert float(g["bob"]["late_hours"]) == 0.0 and float(g["alice"]["late_hours"]) == pytest.approx(8.0, abs=0.01)
+    assert g["bob"]["late_hours"] == "" and float(g["alice"]["late_hours"]) == pytest.approx(8.0, abs=0.01)
     assert g["carol"]["status"] == "missing" and float(g["bob"]["q5"]) == 0
 
 

@@ -32,6 +32,12 @@ def _statements(body):
             yield from _statements(getattr(st, field, None) or [])
 
 
+def _reads_submission(node) -> bool:
+    """A path into the folder the student handed in (lab 5's hidden cases open
+    submission/lab5/live.csv by that literal path, not by the notebook's SUB)."""
+    return any(isinstance(n, ast.Constant) and n.value == "submission" for n in ast.walk(node))
+
+
 def _bound(tree) -> set[str]:
     out = set()
     for st in tree.body:
@@ -46,8 +52,8 @@ def _bound(tree) -> set[str]:
 def outcome_only_asserts(nb: dict) -> list[str]:
     """Assertions of hidden cases that read nothing the student made and carry neither tag.  The
     student's state: every name the notebook binds from its first question on (its answers,
-    functions, the logs it loaded; the submission folder SUB), and in a case whatever is assigned
-    from them or passed to a student function."""
+    functions, the logs it loaded; the submission folder, as SUB or a path from "submission"),
+    and in a case whatever is assigned from them or passed to a student function."""
     student, found, started = set(), [], False
     for i, cell in enumerate(nb["cells"]):
         src = "".join(cell["source"])
@@ -65,7 +71,7 @@ def outcome_only_asserts(nb: dict) -> list[str]:
             if isinstance(st, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For)):
                 targets = st.targets if isinstance(st, ast.Assign) else [st.target]
                 value = st.iter if isinstance(st, ast.For) else st.value
-                hit = bool(_names(value) & taint) or (
+                hit = bool(_names(value) & taint) or _reads_submission(value) or (
                     isinstance(st, ast.AugAssign) and bool(_names(st.target) & taint))
                 for n in {n for t in targets for n in _names(t)}:
                     (taint.add if hit else taint.discard)(n)

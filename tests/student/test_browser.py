@@ -694,6 +694,51 @@ def test_grading_is_unprivileged_and_catches_edited_numbers(grader_python, dist,
     assert float(rows["probe"]["score"]) == possible       # the probe's cell is its only error
 
 
+# A submission that hands in a lab's real results outside submission/ (the notebook puts them in
+# place) and poses as the lab's modules: mappings holding kmodlab's and labkit's functions, which
+# the hidden tests would call in the notebook's own process, on whatever it holds there.
+UNSTASH = """
+import os as _os, shutil as _sh
+if not _os.path.exists("submission"):
+    _sh.copytree("stash", "submission")
+"""
+POSE = """
+import collections as _c, types as _t, kmodlab as _K, labkit as _L
+def _posing(mod):
+    p = _c.UserDict()
+    for k, v in vars(mod).items():
+        if isinstance(v, _t.FunctionType) and not k.startswith("__"):
+            setattr(p, k, v)
+    return p
+KM, labkit = _posing(_K), _posing(_L)
+KM.load_fresh = lambda: KM
+"""
+
+
+def test_results_handed_in_behind_the_graders_back_score_zero(grader_python, dist, tmp_path):
+    """Lab 4's export from the browser, and the same results moved to stash/ with the posing
+    cells above: the grader's copy of the results is taken before any student code runs and its
+    hidden tests call its own modules, so the second gets no point for a measured answer and is
+    flagged."""
+    import nbformat
+    assert "lab4" in DONE, "lab 4 did not run to its export in the browser (see above)"
+    subs = tmp_path / "subs"
+    with zipfile.ZipFile(DONE["lab4"]) as z:
+        z.extractall(subs / "real")
+    shutil.copytree(subs / "real", subs / "behind")
+    (subs / "behind" / "submission").rename(subs / "behind" / "stash")
+    nb = nbformat.read(subs / "behind" / "lab4.ipynb", as_version=4)
+    first = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code")
+    nb.cells.insert(first + 1, nbformat.v4.new_code_cell(UNSTASH))
+    nb.cells.append(nbformat.v4.new_code_cell(POSE))
+    nbformat.write(nb, subs / "behind" / "lab4.ipynb")
+    rows, _ = grade(subs, dist("lab4"), tmp_path / "graded")
+    possible = float(rows["real"]["possible"])
+    assert float(rows["real"]["score"]) == possible, rows["real"]
+    assert float(rows["behind"]["score"]) == 0, rows["behind"]
+    assert "no submission/lab4/ folder" in rows["behind"]["flags"], rows["behind"]
+
+
 def _lab4_runs():
     """kmodlab (lab 4's analysis, as the notebook imports it) and the folder of the runs lab 4's
     browser test kept."""
