@@ -15,10 +15,11 @@ fails with a one-line reason.
                                               proxy maker, or None to refuse functions; classes:
                                               the resolver for objects' classes, resolve if None)
 
-An object crosses as its class and its attributes, and its attributes are data only: a function
-inside an object is refused even where `call` accepts functions.  Otherwise an object of an
-accepted class could carry the notebook's functions under the names of a module's (a mapping
-holding `load_fresh`, sent as `KM`), and the grader would call them where it means its own.
+An object crosses as its class and its attributes, and its attributes are data only: a function,
+a class or a module inside an object is refused even where `call` and `resolve` accept them.
+Otherwise an object could carry the notebook's functions under the names of a module's (a mapping
+holding `load_fresh`, sent as `KM`), or a class its own methods would call (a mapping whose key
+decoder is a process launcher), and the grader would run them where it means its own code.
 """
 
 from __future__ import annotations
@@ -261,11 +262,15 @@ def decode(obj, resolve, call=None, classes=None):
             from pathlib import Path
             return Path(p)
         if tag == "$module":
+            if in_object[0]:
+                return Unreadable("a module inside an object")
             m = resolve(str(v), None)
             return m if m is not None else Unreadable(f"module {str(v)[:60]}")
         if tag == "$ref":
             mod, qual = v
-            x = resolve(str(mod), str(qual))
+            if in_object[0]:
+                return Unreadable("a class inside an object")
+            x = classes(str(mod), str(qual))
             return x if x is not None else Unreadable(f"{str(mod)[:40]}.{str(qual)[:40]}")
         if tag == "$obj":
             mod, qual, state = v
@@ -279,6 +284,9 @@ def decode(obj, resolve, call=None, classes=None):
                 in_object[0] -= 1
             if not isinstance(state, dict):
                 raise DecodeError("malformed $obj")
+            import dataclasses
+            if dataclasses.is_dataclass(cls) and not set(state) <= {f.name for f in dataclasses.fields(cls)}:
+                return Unreadable(f"an object of {str(mod)[:40]}.{str(qual)[:40]} with other attributes")
             try:
                 x = cls.__new__(cls)
                 x.__dict__.update(state)
@@ -316,22 +324,14 @@ def _astype(x, dtype: str):
 
 
 def update_in_place(old, new) -> None:
-    """After a call into the student's process: a mutable argument takes the state the call left
-    it in (a list, a dict, a random.Random, an object of an autograder class)."""
-    import numpy as np
+    """After a call into the student's process: an argument that is state the function is meant
+    to change takes the state the call left it in (a random.Random it drew from, an object of
+    an autograder data class it updated, lab 5's Host and Arm).  A list, a dict or an array
+    keeps the grader's own contents: a function that emptied them would otherwise empty them
+    for the reference the test runs next."""
+    import dataclasses
     if isinstance(old, random.Random) and isinstance(new, random.Random):
         old.setstate(new.getstate())
-    elif isinstance(old, list) and isinstance(new, list):
-        old[:] = new
-    elif isinstance(old, dict) and isinstance(new, dict):
-        old.clear()
-        old.update(new)
-    elif isinstance(old, set) and isinstance(new, set):
-        old.clear()
-        old.update(new)
-    elif isinstance(old, np.ndarray) and isinstance(new, np.ndarray) and old.shape == new.shape \
-            and old.flags.writeable:
-        old[...] = new
-    elif type(old) is type(new) and hasattr(old, "__dict__") and not isinstance(old, type):
+    elif type(old) is type(new) and dataclasses.is_dataclass(old) and not isinstance(old, type):
         old.__dict__.clear()
         old.__dict__.update(new.__dict__)

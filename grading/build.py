@@ -75,8 +75,9 @@ def engine_zip(dest: Path) -> Path:
 
 def master_bindings(nb_path: Path) -> tuple[dict, dict]:
     """({name: [module, attribute or ""]}, {name: value}): what the master notebook binds by an
-    import at the top level of its code cells, and the upper-case names it sets to a literal
-    (LAB = "lab4", SEED = 5).  A name bound in two ways, or to two values, is left out."""
+    import at the top level of its code cells, or to a module's attribute (ARMS = ts.ARMS), and
+    the upper-case names it sets to a literal (LAB = "lab4", SEED = 5).  A name bound in two
+    ways, or to two values, is left out."""
     import ast
     modules, constants, clash = {}, {}, set()
 
@@ -102,6 +103,11 @@ def master_bindings(nb_path: Path) -> tuple[dict, dict]:
                         put(modules, a.asname or a.name, [node.module, a.name])
             elif (isinstance(node, ast.Assign) and len(node.targets) == 1
                   and isinstance(node.targets[0], ast.Name) and node.targets[0].id.isupper()):
+                v = node.value
+                if isinstance(v, ast.Attribute) and isinstance(v.value, ast.Name) \
+                        and modules.get(v.value.id, [None, "?"])[1] == "":
+                    put(modules, node.targets[0].id, [modules[v.value.id][0], v.attr])
+                    continue
                 try:
                     value = ast.literal_eval(node.value)
                     json.dumps(value)

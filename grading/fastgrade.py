@@ -19,7 +19,7 @@ The grading process (trusted: it runs as the grading user and executes no studen
   * works in its own folder: the submission's `submission/` files copied before the student
     process started, and the autograder's support files (labkit.py, ...), nothing else,
   * loads the test files only now, decodes the answers strictly as data (an unknown form, or a
-    module the autograder does not supply, is refused; an object only of a class of the
+    module the autograder does not supply, is refused; an object only of a data class of the
     autograder's files, and with data only in it), binds the names the master imports or sets to
     a literal (TRUSTED) to its own modules and values, and runs every test file's cases with
     otter's `create_test_file(...).run(namespace)` against them: the hidden cases recompute each
@@ -526,25 +526,32 @@ def grade_answers(tests_dir: Path, inp: int, out: int, modules: set[str]) -> dic
             del sys.modules[name]
 
     def resolve(mod: str, qual: str | None):
-        if mod.split(".")[0] not in allowed or "<" in (qual or ""):
+        """What an answer may name.  A module: one of the libraries or of the autograder's
+        files, a submodule only once it is imported (importing one runs its code).  A class
+        (an object's, or one sent as a value): only a data class of the autograder's own
+        files (lab 5's Host and Arm), under its own name.  A name followed through attributes
+        (`tuner_support`, `os._Environ`) reaches every class in this process: a mapping whose
+        key decoder launches processes, a closer that deletes a file."""
+        import dataclasses
+        import types
+        if qual is None:
+            if mod.split(".")[0] not in allowed or ("." in mod and mod not in sys.modules):
+                return None
+            try:
+                m = importlib.import_module(mod)
+            except Exception:           # noqa: BLE001
+                return None
+            return m if isinstance(m, types.ModuleType) else None
+        if mod not in modules or mod == "cclab" or not qual.isidentifier():
             return None
         try:
-            obj = importlib.import_module(mod)
-            for part in (qual.split(".") if qual else []):
-                obj = getattr(obj, part)
+            cls = getattr(importlib.import_module(mod), qual)
         except Exception:               # noqa: BLE001
             return None
-        import types
-        if qual and not isinstance(obj, type):
-            return None                 # classes only: a function named by the student is not called here
-        if not qual and not isinstance(obj, types.ModuleType):
-            return None
-        return obj
-
-    def own_class(mod: str, qual: str | None):
-        """An answer's object must be of a class of the autograder's own files: a class from
-        the libraries (a mapping, a namespace) could pose as one of its modules."""
-        return resolve(mod, qual) if mod.split(".")[0] in modules else None
+        if isinstance(cls, type) and dataclasses.is_dataclass(cls) and cls.__module__ == mod \
+                and cls.__qualname__ == qual:
+            return cls
+        return None
 
     def own_module(mod: str, attr: str):
         if mod.split(".")[0] not in allowed:
@@ -568,9 +575,8 @@ def grade_answers(tests_dir: Path, inp: int, out: int, modules: set[str]) -> dic
                 raise StudentCallFailed("malformed reply")
             if "error" in rep:
                 raise StudentCallFailed(one_line(str(rep["error"])))
-            res = decode(rep["ok"], resolve, proxy, own_class)
-            new_args = decode(rep["args"], resolve, classes=own_class)
-            new_kwargs = decode(rep["kwargs"], resolve, classes=own_class)
+            res = decode(rep["ok"], resolve, proxy)
+            new_args, new_kwargs = decode(rep["args"], resolve), decode(rep["kwargs"], resolve)
             if isinstance(new_args, list) and len(new_args) == len(args):
                 for a, b in zip(args, new_args):
                     update_in_place(a, b)
@@ -591,7 +597,7 @@ def grade_answers(tests_dir: Path, inp: int, out: int, modules: set[str]) -> dic
         if not (isinstance(name, str) and name.isidentifier()):
             continue
         try:
-            ns[name] = decode(value, resolve, proxy, own_class)
+            ns[name] = decode(value, resolve, proxy)
         except (DecodeError, ValueError, TypeError, KeyError, IndexError, OverflowError) as e:
             ns[name] = Unreadable(f"{name}: {one_line(str(e), 60)}")
         if isinstance(ns[name], Unreadable):
@@ -601,6 +607,7 @@ def grade_answers(tests_dir: Path, inp: int, out: int, modules: set[str]) -> dic
         ns[name] = own_module(mod, attr)
     for name, value in trusted.get("constants", {}).items():
         ns[name] = value
+    unread = [n for n in unread if n not in trusted.get("modules", {}) and n not in trusted.get("constants", {})]
     results = []
     for tf in load_tests(tests_dir):
         tf.run(ns)

@@ -245,8 +245,13 @@ def test_build_packages_lab5_and_its_autograder_grades_it(tmp_path):
     # process got it)
     borrowed = _with_last_cell(stu / "lab5.ipynb", tmp_path / "borrowed.ipynb",
                                "from lab5_reference import cost, update, choose, should_switch")
+    # and one that names, as its arms, an object of a class reached through the support module's
+    # attributes (a mapping whose key decoder launches a process): the grader must not build it
+    ran = tmp_path / "ran.txt"
+    gadget = _with_last_cell(stu / "lab5.ipynb", tmp_path / "gadget.ipynb",
+                             GADGET.replace("MARKER", repr(str(ran))))
     for who, nb in (("master", d / "autograder" / "lab5.ipynb"), ("unfilled", stu / "lab5.ipynb"),
-                    ("borrowed", borrowed)):
+                    ("borrowed", borrowed), ("gadget", gadget)):
         live = subs / who / "submission" / "lab5"
         live.mkdir(parents=True)
         shutil.copy(nb, subs / who / "lab5.ipynb")
@@ -270,6 +275,22 @@ def test_build_packages_lab5_and_its_autograder_grades_it(tmp_path):
     for q in ("q1", "q2", "q3", "q4"):          # the student's process has no reference learner
         assert float(r["borrowed"][q]) == 0, (q, fb)
     assert "No module named 'lab5_reference'" in fb
+    assert not ran.exists(), ran.read_text()
+
+
+# Classes of the notebook named as others: os._Environ and subprocess.Popen, "in" tuner_support.
+# Iterating such an arms object would call Popen on each key.
+GADGET = """
+import sys as _sys
+class _Launcher: pass
+_Launcher.__module__, _Launcher.__qualname__ = "tuner_support", "subprocess.Popen"
+class _Env: pass
+_Env.__module__, _Env.__qualname__ = "tuner_support", "os._Environ"
+ARMS = _Env()
+ARMS._data = {(_sys.executable, "-c", "open(MARKER, 'w').write('the grader ran it')"): 0}
+ARMS.decodekey = _Launcher
+choose = lambda costs, rng: "bbr"       # not the arms: the tests are what iterates them
+"""
 
 
 def _with_last_cell(src: Path, dest: Path, code: str) -> Path:

@@ -366,6 +366,18 @@ def test_answers_cross_as_data_only():
     assert isinstance(refused, answers.Unreadable)
     slotted = {"$obj": ["fractions", "Fraction", {"$dict": []}]}      # no attributes to set
     assert isinstance(answers.decode(slotted, lambda m, q: Fraction), answers.Unreadable)
+    # nor a class or a module inside an object (its own methods would call them)
+    for inner in ({"$ref": ["files", "Box"]}, {"$module": "numpy"}):
+        o = answers.decode({"$obj": ["files", "Box", {"$dict": [["k", inner]]}]}, lambda m, q: Box if q else np)
+        assert isinstance(o.k, answers.Unreadable)
+    # after a call, a list keeps the grader's contents; a random state and a data class follow
+    import dataclasses
+    Cell = dataclasses.make_dataclass("Cell", ["v"])
+    kept, r1, r2, c = [1, 2], random.Random(1), random.Random(2), Cell(1)
+    answers.update_in_place(kept, [])
+    answers.update_in_place(r1, r2)
+    answers.update_in_place(c, Cell(5))
+    assert kept == [1, 2] and r1.random() == random.Random(2).random() and c.v == 5
 
 
 def test_the_grading_side_resolves_only_what_the_autograder_supplies(tmp_path):
