@@ -1,10 +1,11 @@
 """The fast grading engine: a student process that hands back data, and a grading process that
-never runs student code.  Start-up costs are paid once: a parent imports otter, pandas and
-matplotlib, then forks two processes per submission.
+never runs student code.  A parent imports otter, pandas and matplotlib once, then forks two
+processes per submission; the student's starts a fresh interpreter (start_student).
 
 The student process (untrusted)
   * starts a new session, sets RLIMIT_AS / RLIMIT_FSIZE / RLIMIT_CORE (and RLIMIT_NPROC),
-  * drops to the unprivileged user (setgroups([]), setgid, setuid) when the parent is root,
+  * drops to a uid of its own (JOB_UIDS, setgroups([]), setgid, setuid) when the parent is root,
+    and executes a fresh interpreter that knows only its folder, the names and its channel,
   * executes the notebook's code cells in order in one namespace, as a kernel would (IPython's
     input transformer turns magics into calls; a cell that raises is recorded and skipped),
     without otter's own `grader.*` calls,
@@ -249,6 +250,8 @@ def test_names(tests_dir: Path) -> list[str]:
 # ---------------------------------------------------------------- the student process
 
 def _sandbox(work: Path, memory_mb: int, user) -> None:
+    """In the forked child, before the student's interpreter starts: its own session, its
+    limits, the unprivileged user, the work folder, its log on standard output and error."""
     os.setsid()
     mem = memory_mb * 1024 * 1024
     resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
@@ -261,13 +264,66 @@ def _sandbox(work: Path, memory_mb: int, user) -> None:
         os.setgid(gid)
         os.setuid(uid)
     os.chdir(work)
-    os.environ.update({"HOME": str(work), "CCLAB_REPLAY": "1", "MPLBACKEND": "Agg",
-                       "TMPDIR": str(work)})
-    sys.path.insert(0, str(work))
-    log = open(work / "log.txt", "w")
-    os.dup2(log.fileno(), 1)
-    os.dup2(log.fileno(), 2)
-    sys.stdout = sys.stderr = log
+    log = os.open(work / "log.txt", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.close(log)
+    os.close(null)
+
+
+# The student's notebook runs in a fresh interpreter, not in a fork of the grader: a fork holds
+# everything the parent knows (the course secret, every submission's folder, the grades made so
+# far), and a notebook reaches it through the frames it was called from.  Only the work folder,
+# the names the tests read and the channel cross over; the environment is this one.
+def student_env(work: Path) -> dict:
+    return {"HOME": str(work), "TMPDIR": str(work), "CCLAB_REPLAY": "1", "MPLBACKEND": "Agg",
+            "PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8",
+            "PYTHONDONTWRITEBYTECODE": "1"}
+
+
+# Each submission's process runs as a uid of its own, from JOB_UIDS on, in the sandbox user's
+# group: the uids of no account (the kernel needs none).  Two submissions graded side by side
+# then cannot signal each other, read each other's folder or /proc/<pid>/cwd, or share a process
+# limit; and when a job ends, whatever it started and detached from its session is killed by
+# uid (kill_all_of), so nothing of it outlives its time limit or waits for the next submission.
+JOB_UIDS = 2_100_000_000
+
+
+def kill_all_of(uid: int) -> None:
+    """SIGKILL every process of `uid` (a helper that takes that uid signals all it may)."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setgroups([])
+            os.setuid(uid)
+            os.kill(-1, signal.SIGKILL)         # every process of uid, not the caller itself
+        except BaseException:           # noqa: BLE001 -- ESRCH: nothing left
+            pass
+        os._exit(0)
+    os.waitpid(pid, 0)
+
+
+def start_student(work: Path, names: list[str], out: int, inp: int, memory_mb: int, user,
+                  engine: Path) -> None:
+    """In the forked child: the sandbox, then `python ENGINE/fastgrade.py --student ...` in its
+    place (engine: a folder holding this file, answers.py and integrity.py, readable by the
+    sandbox user).  Never returns."""
+    try:
+        _sandbox(work, memory_mb, user)
+        for fd in (out, inp):
+            os.set_inheritable(fd, True)
+        os.execve(sys.executable, [sys.executable, "-s", "-E", str(Path(engine) / "fastgrade.py"),
+                                   "--student", str(work), str(out), str(inp), json.dumps(names)],
+                  student_env(work))
+    except BaseException as e:          # noqa: BLE001
+        try:
+            send(out, {"status": "error", "reason": one_line(
+                f"the notebook's process did not start: {type(e).__name__}: {e}", 200)})
+        except BaseException:           # noqa: BLE001
+            pass
+    os._exit(4)
 
 
 def _close_others(keep: set[int], open_fds: set[int] | None = None) -> None:
@@ -286,13 +342,13 @@ def _close_others(keep: set[int], open_fds: set[int] | None = None) -> None:
             pass
 
 
-def student_process(work: Path, names: list[str], out: int, inp: int, memory_mb: int, user) -> None:
-    """Runs in the forked student process; never returns.  Sends one message, {"status": ...,
-    "answers": {name: tagged JSON}, "cell_errors": [...]}, then answers calls until the grading
-    process closes the channel."""
+def student_process(work: Path, names: list[str], out: int, inp: int) -> None:
+    """The student's interpreter (start_student); never returns.  Sends one message,
+    {"status": ..., "answers": {name: tagged JSON}, "cell_errors": [...]}, then answers calls
+    until the grading process closes the channel."""
     code = 0
     try:
-        _sandbox(work, memory_mb, user)
+        sys.path.insert(0, str(work))
         env, errors = run_cells(work)
         if env is None:
             send(out, {"status": "missing", "reason": "no notebook in the submission"})
@@ -518,7 +574,10 @@ def grade_answers(tests_dir: Path, inp: int, out: int, modules: set[str]) -> dic
         if st not in ("memory", "missing", "error"):
             return {"status": "error", "reason": "the notebook's process sent the grader something "
                     "other than its answers (a forged message?)"}
-        return {"status": st, "reason": one_line(str(msg.get("reason", "")))}
+        # the reason is the notebook process's own text: kept to a plain line of words
+        why = re.sub(r"[^A-Za-z0-9 _.,:;()'/-]", "?", one_line(str(msg.get("reason", ""))))
+        return {"status": st, "reason": {"missing": "no notebook in the submission",
+                                         "memory": "the notebook ran out of memory"}.get(st, why)}
 
     allowed = SAFE_MODULES | modules
     for name in list(sys.modules):      # the autograder's copies, not ones the parent imported
@@ -682,13 +741,20 @@ class NotGradable(Exception):
 
 
 def run_all(jobs: list[tuple], tests_dir: Path, parallel: int, timeout: float,
-            memory_mb: int, user, files_dir: Path | None = None, lab: str | None = None) -> dict[str, dict]:
-    """jobs: (student, work folder, the grading process's folder[, prepare]); `prepare()` is
-    called just before the job starts and may raise NotGradable.  Returns {student: result}."""
+            memory_mb: int, user, files_dir: Path | None = None, lab: str | None = None,
+            engine: Path | None = None, own_uids: bool = True) -> dict[str, dict]:
+    """jobs: (student, work folder, the grading process's folder[, prepare]); `prepare(owner)`
+    is called just before the job starts, with the (uid, gid) its files are to belong to (None:
+    no other user), and may raise NotGradable.  `user`: (uid, gid) of the sandbox user, whose
+    group each job's student process takes, with a uid of its own (JOB_UIDS).  `engine`: the
+    folder the student's interpreter runs this file from (this file's own by default).
+    Returns {student: result}."""
+    engine = Path(engine or Path(__file__).resolve().parent)
     preload()
     names = test_names(tests_dir)
     modules = support_modules(files_dir) if files_dir else set()
     pending = list(jobs)
+    started = 0
     running: dict[str, dict] = {}
     open_fds: set[int] = set()
     done: dict[str, dict] = {}
@@ -700,6 +766,8 @@ def run_all(jobs: list[tuple], tests_dir: Path, parallel: int, timeout: float,
                 os.killpg(pid, signal.SIGKILL)  # anything either left behind
             except (ProcessLookupError, PermissionError):
                 pass
+        if job["user"] is not None and job["user"][0] >= JOB_UIDS:
+            kill_all_of(job["user"][0])         # and what left the session: the job's own uid
         for key in ("a", "b"):
             if job.get(key + "_status") is None:
                 _, st = os.waitpid(job[key], 0)
@@ -717,9 +785,11 @@ def run_all(jobs: list[tuple], tests_dir: Path, parallel: int, timeout: float,
     while pending or running:
         while pending and len(running) < parallel:
             student, work, tdir, *prep = pending.pop(0)
+            job_user = user if user is None or not own_uids else (JOB_UIDS + started, user[1])
+            started += 1
             if prep and prep[0] is not None:
                 try:
-                    prep[0]()
+                    prep[0](job_user)
                 except NotGradable as e:
                     done[student] = {"status": "error", "reason": str(e), "seconds": 0.0}
                     continue
@@ -731,7 +801,7 @@ def run_all(jobs: list[tuple], tests_dir: Path, parallel: int, timeout: float,
             pid_a = os.fork()
             if pid_a == 0:
                 _close_others({a_out, a_in})    # the student keeps its channel and nothing else
-                student_process(work, names, a_out, a_in, memory_mb, user)
+                start_student(work, names, a_out, a_in, memory_mb, job_user, engine)
             pid_b = os.fork()
             if pid_b == 0:
                 _close_others({b_in, b_out, res_w}, open_fds | mine)
@@ -742,7 +812,7 @@ def run_all(jobs: list[tuple], tests_dir: Path, parallel: int, timeout: float,
             os.set_blocking(res_r, False)
             now = time.monotonic()
             job = {"a": pid_a, "b": pid_b, "fd": res_r, "buf": b"", "began": now,
-                   "deadline": now + timeout, "a_status": None, "b_status": None}
+                   "deadline": now + timeout, "a_status": None, "b_status": None, "user": job_user}
             running[student] = job
             sel.register(res_r, selectors.EVENT_READ, student)
         for key, _ in sel.select(timeout=0.02):
@@ -796,3 +866,7 @@ def _verdict(job: dict, memory_mb: int) -> dict:
         res = {"status": "error", "reason": "the notebook's process ended before it handed back "
                f"its answers ({how}: a cell called os._exit, or the process was killed)"}
     return res
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["--student"]:
+    student_process(Path(sys.argv[2]), json.loads(sys.argv[5]), int(sys.argv[3]), int(sys.argv[4]))

@@ -23,7 +23,7 @@ measured answers and is named in `flags` and the feedback.  With `--secret` (kep
 regrades), so does a run of labs 1, 3 or 4 not made on the student's own link (grading/links.py).
 
 Two engines grade with the autograder's otter test files (public and hidden): `--engine fast`
-(default; grading/fastgrade.py, ~1 s a submission) and `--engine otter` (otter's own local runner,
+(default; grading/fastgrade.py, a few s a submission) and `--engine otter` (otter's own local runner,
 `otter run`, in a subprocess, ~7 s).  The notebook re-loads its saved results because the
 environment says CCLAB_REPLAY=1; nothing touches the network or the kernel's qdiscs.
 
@@ -355,6 +355,15 @@ def _links():
     return links
 
 
+def _own_uids_run(gid: int, uid: int) -> bool:
+    """Whether a process with a uid of no account (fastgrade.JOB_UIDS) can run this Python: not
+    in a user namespace that maps only some uids, say."""
+    r = subprocess.run(["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--",
+                        sys.executable, "-c", "import pandas"], cwd="/", capture_output=True,
+                       env={"PATH": os.environ.get("PATH", ""), "HOME": "/"})
+    return r.returncode == 0
+
+
 def grade_fast(entries: list[Path], autograder: Path, jobs: int, timeout: float, memory_mb: int,
                who, lab: str | None = None, secret: bytes | None = None) -> list[Result]:
     """`secret`: the course secret (grading/links.py): every run must then be on its student's
@@ -378,13 +387,21 @@ def grade_fast(entries: list[Path], autograder: Path, jobs: int, timeout: float,
         leave_out = tuple(trusted.get("grader_only", []))
         left_out: dict[str, list[str]] = {}
         fastgrade.precompile(ag / "files")
+        # the student's interpreter runs the engine from here: the kit may be in a folder the
+        # sandbox user cannot read
+        engine = scratch / "engine"
+        engine.mkdir(mode=0o755)
+        for m in ("fastgrade.py", "answers.py", "integrity.py"):
+            shutil.copy(Path(fastgrade.__file__).resolve().parent / m, engine / m)
+            os.chmod(engine / m, 0o644)
+        os.chmod(engine, 0o755)
         os.chmod(scratch, 0o711)
         for p in [ag, *ag.rglob("*")]:          # the tests are read before the children run:
             os.chmod(p, 0o700 if p.is_dir() else 0o600)     # no submission can read them
         todo, results = [], {}
         (scratch / "work").mkdir()
         (scratch / "trusted").mkdir(mode=0o700)
-        def prepare(e: Path, work: Path, tdir: Path) -> None:
+        def prepare(e: Path, work: Path, tdir: Path, owner) -> None:
             """Run by the engine just before the submission's processes start (so preparing
             one overlaps grading the others)."""
             try:
@@ -396,9 +413,9 @@ def grade_fast(entries: list[Path], autograder: Path, jobs: int, timeout: float,
                 fastgrade._trusted_folder(work / "submission", tdir, ag / "files")
             except Exception as ex:      # a broken zip is that student's problem only
                 raise fastgrade.NotGradable(f"could not unpack the submission: {ex}") from None
-            if who is not None:
+            if owner is not None:
                 for p in [work, *work.rglob("*")]:
-                    os.lchown(p, *who)
+                    os.lchown(p, *owner)
             os.chmod(work, 0o700)
 
         for e in entries:
@@ -408,9 +425,16 @@ def grade_fast(entries: list[Path], autograder: Path, jobs: int, timeout: float,
             # another's folder (work/ itself cannot be listed)
             token = secrets.token_hex(12)
             work, tdir = scratch / "work" / token, scratch / "trusted" / token
-            todo.append((r.student, work, tdir, lambda e=e, work=work, tdir=tdir: prepare(e, work, tdir)))
+            todo.append((r.student, work, tdir,
+                         lambda owner, e=e, work=work, tdir=tdir: prepare(e, work, tdir, owner)))
         os.chmod(scratch / "work", 0o711)
-        done = fastgrade.run_all(todo, ag / "tests", jobs, timeout, memory_mb, who, ag / "files", lab)
+        own = who is not None and _own_uids_run(who[1], fastgrade.JOB_UIDS)
+        if who is not None and not own:
+            print(f"grade: warning: a uid of no account ({fastgrade.JOB_UIDS}) cannot run "
+                  f"{sys.executable} here: every submission runs as the one sandbox user, and "
+                  "two graded side by side could reach each other (use --jobs 1)", file=sys.stderr)
+        done = fastgrade.run_all(todo, ag / "tests", jobs, timeout, memory_mb, who, ag / "files", lab,
+                                 engine, own)
         # every process is gone: the tests may be read here now, to know which read the results
         measured = {p.stem for p in (ag / "tests").glob("*.py")
                     if integrity.reads_results(p.read_text(errors="replace"))}
@@ -488,6 +512,19 @@ def _entry_time(e: Path) -> float | None:
 
 
 ROSTER_COLUMNS = ("student", "name", "email", "sis_id", "section", "deadline")
+
+
+def _csv_writer(f):
+    """csv.writer whose text cells cannot be read as formulas: a spreadsheet or an LMS import
+    evaluates a cell that starts with = + - @ (a reason or a name a submission chose), so such a
+    cell gets a leading apostrophe."""
+    w = csv.writer(f)
+
+    class Safe:
+        def writerow(self, row):
+            w.writerow([("'" + c) if isinstance(c, str) and c[:1] in ("=", "+", "-", "@", "\t", "\r")
+                        else c for c in row])
+    return Safe()
 
 
 def read_roster(path: Path) -> dict[str, dict]:
@@ -708,7 +745,7 @@ def write_outputs(results: list[Result], out: Path, lab: str, deadline: str | No
     submitted = lambda r: (time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(r.submitted))
                            if r.submitted is not None else "")
     with open(out / "gradebook.csv", "w", newline="") as f:
-        w = csv.writer(f)
+        w = _csv_writer(f)
         w.writerow(["student", "name", "score", "possible", "percent", "status", "reason", "flags",
                     "submitted", "late_hours", "seconds", "auto", "manual"] + tests + list(maxima))
         for r, info, eff, why, flags, late, man, auto, total in rows:
@@ -720,14 +757,14 @@ def write_outputs(results: list[Result], out: Path, lab: str, deadline: str | No
                        + [f"{man[q]:g}" if q in man else "" for q in maxima])
     title = f"{lab} (autograded)" if not maxima else lab
     with open(out / "canvas.csv", "w", newline="") as f:
-        w = csv.writer(f)
+        w = _csv_writer(f)
         w.writerow(["Student", "ID", "SIS User ID", "Section", title])
         w.writerow(["    Points Possible", "", "", "", f"{full:g}"])
         for r, info, *_, total in rows:
             w.writerow([info.get("name") or r.student, "", info.get("sis_id") or r.student,
                         info.get("section", ""), f"{total:g}"])
     with open(out / "gradescope.csv", "w", newline="") as f:
-        w = csv.writer(f)
+        w = _csv_writer(f)
         w.writerow(["SID", "Name", "Email", "Score"])
         for r, info, *_, total in rows:
             w.writerow([r.student, info.get("name") or r.student, info.get("email", ""), f"{total:g}"])

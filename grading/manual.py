@@ -113,12 +113,12 @@ def packet(submissions: Path, lab: str, out: Path, named: bool = False, master: 
                          + "</section>")
         (d / f"{q}.html").write_text("\n".join(parts) + "\n")
     with open(d / "key.csv", "w", newline="") as f:
-        w = csv.writer(f)
+        w = grade._csv_writer(f)
         w.writerow(["id", "student"])
         for s in sorted(students, key=lambda s: ids[s]):
             w.writerow([ids[s], s])
     with open(d / "scores-template.csv", "w", newline="") as f:
-        w = csv.writer(f)
+        w = grade._csv_writer(f)
         w.writerow(["id"] + list(qs))
         w.writerow([grade.POINTS_ROW] + [f"{p:g}" for p in qs.values()])
         for s in order:
@@ -179,7 +179,7 @@ def merge(scores: Path, out: Path) -> Path:
     pts = {**maxima, **{q: float(p) for q, p in qs.items()}}
     tmp = out / (grade.MANUAL + ".tmp")
     with open(tmp, "w", newline="") as f:
-        w = csv.writer(f)
+        w = grade._csv_writer(f)
         w.writerow(["student"] + allq)
         w.writerow([grade.POINTS_ROW] + [f"{pts[q]:g}" for q in allq])
         for s in sorted(merged):

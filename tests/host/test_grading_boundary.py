@@ -196,6 +196,16 @@ labkit.frame_matches = lambda *a, **k: True
 # results handed in outside submission/ and put in place by the notebook: the grader's copy of
 # the results (taken before any student code runs) then has none
 UNSTASH = "import shutil\nshutil.copytree('stash', 'submission', dirs_exist_ok=True)"
+# the frames the notebook was called from: in a fork of the grader they held every submission's
+# folder, the course secret and the grades made so far
+FRAMES = """
+import sys as _sys
+_f, _seen = _sys._getframe(), set()
+while _f is not None:
+    _seen |= set(_f.f_locals)
+    _f = _f.f_back
+raise RuntimeError("FRAMES " + ("the grader's" if {"jobs", "todo", "secret", "done"} & _seen else "its own"))
+"""
 
 
 def test_a_notebook_cannot_choose_what_the_hidden_tests_call(dist, tmp_path):
@@ -207,11 +217,14 @@ def test_a_notebook_cannot_choose_what_the_hidden_tests_call(dist, tmp_path):
     hidden = fixtures.lab1_submission(subs / "hidden", with_cells(
         m, tmp_path / "hidden.ipynb", first=UNSTASH, last=POSE_AS_LABKIT), real=3)
     (hidden / "submission").rename(hidden / "stash")
+    fixtures.lab1_submission(subs / "frames", with_cells(m, tmp_path / "frames.ipynb", last=FRAMES), real=4)
     out = tmp_path / "graded"
     grade.grade_all(subs, dist["zip"], out, jobs=2, timeout=60)
     r = rows(out)
     fb = {s: (out / "feedback" / f"{s}.txt").read_text() for s in r}
     assert float(r["genuine"]["score"]) == FULL, fb["genuine"]
+    # the notebook runs in an interpreter of its own: nothing of the grader's up its stack
+    assert "FRAMES its own" in fb["frames"] and float(r["frames"]["score"]) == FULL, fb["frames"]
     # the grader's own labkit and LAB: the wrong answers lose their points as without the proxy
     assert float(r["close"]["q5"]) == 0 and float(r["close"]["q7"]) == 0, fb["close"]
     assert float(r["close"]["score"]) == FULL - 3 - 3

@@ -8,6 +8,7 @@ an edited lab 5 live log.  Genuine runs are a lab 1 quick-mode run from the lab 
 import csv
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -24,7 +25,7 @@ KIT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(KIT))
 sys.path.insert(0, str(KIT / "notebooks"))
 
-from grading import build, fixtures, grade, gradescope, integrity, manual  # noqa: E402
+from grading import build, fastgrade, fixtures, grade, gradescope, integrity, manual  # noqa: E402
 
 FULL = 16.0          # lab 1's autograded points
 MEASURED = ("q1", "q2", "q3", "q5", "q7", "q8")      # lab 1's questions with hidden checks
@@ -465,3 +466,54 @@ def test_grading_refuses_when_the_sandbox_user_cannot_run_the_python(dist, tmp_p
     assert r.returncode == 0, r.stderr[-2000:]
     with open(out / "gradebook.csv") as f:
         assert [row["student"] for row in csv.DictReader(f)] == ["alice"]
+
+
+# A first cell that leaves a process behind, out of its session (double fork, setsid), and
+# reports it and its own uid in the feedback.
+DAEMON = """
+import os as _os, time as _time
+_r, _w = _os.pipe()
+if _os.fork() == 0:
+    _os.setsid()
+    if _os.fork() == 0:
+        _os.write(_w, str(_os.getpid()).encode())
+        _time.sleep(120)
+    _os._exit(0)
+raise RuntimeError(f"DAEMON p{int(_os.read(_r, 32))} u{_os.getuid()}")
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_each_submission_runs_as_its_own_uid_and_leaves_nothing_running(dist, tmp_path):
+    """As an instructor runs it (root, the grader's Python): each submission's notebook runs as
+    a uid of its own, and a process it detached from its session dies with its job."""
+    if os.geteuid() != 0:
+        pytest.skip("the sandbox users are root's to give (grade.py as another user runs as that user)")
+    assert GRADER_PYTHON.is_file(), f"no {GRADER_PYTHON}: make grader-venv"
+    subs = tmp_path / "subs"
+    for who, real in (("first", 1), ("second", 2)):
+        nb = nbformat.read(dist["master"], as_version=4)
+        nb.cells.append(nbformat.v4.new_code_cell(DAEMON))
+        fixtures.lab1_submission(subs / who, dist["master"], real=real)
+        nbformat.write(nb, subs / who / "lab1.ipynb")
+    out = tmp_path / "graded"
+    r = subprocess.run([str(GRADER_PYTHON), str(KIT / "grading" / "grade.py"), str(subs), "--autograder",
+                        str(dist["zip"]), "--out", str(out), "--jobs", "2", "--timeout", "120"],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0 and "warning" not in r.stderr, r.stderr[-2000:]
+    seen = {}
+    for who in ("first", "second"):
+        fb = (out / "feedback" / f"{who}.txt").read_text()
+        m = re.search(r"DAEMON p(\d+) u(\d+)", fb)
+        assert m, fb
+        seen[who] = int(m.group(1)), int(m.group(2))
+        assert float(rows(out)[who]["score"]) == FULL, fb
+    uids = {u for _, u in seen.values()}
+    assert len(uids) == 2 and min(uids) >= fastgrade.JOB_UIDS, seen
+    assert not any(_alive(p) for p, _ in seen.values()), seen
