@@ -154,7 +154,7 @@ def decode(obj, resolve, call=None, classes=None):
     import numpy as np
     import pandas as pd
     classes = classes or resolve
-    in_object = [0]             # > 0 while an object's attributes are decoded: no functions there
+    in_object = [0]             # > 0 while an object's attributes are decoded: data only there
 
     def arr(o):
         if not (isinstance(o, dict) and set(o) == {"$nd"}):
