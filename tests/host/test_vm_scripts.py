@@ -117,7 +117,8 @@ def test_vagrantfile_forwards_jupyter_to_localhost_only():
 
 # Stands in for qemu-system-x86_64: counts its boots, and on the boot numbered in $FAKE_BOOTS_OK
 # and later plays a guest that ran its command (writes started and rc into the ctl share);
-# any other boot hangs, as a guest whose boot never reaches the command.  It keeps the
+# any other boot hangs, as a guest whose boot never reaches the command, or with FAKE_CRASH=1
+# stops at once, as a guest whose kernel died while booting.  It keeps the
 # environment run.sh gave the guest's command (env-N).  Its pid-N appears whole (a rename), so a
 # test that polls for it never reads it half-written.
 FAKE_QEMU = r'''#!/bin/bash
@@ -129,6 +130,7 @@ cp "$ctl/env" "$FAKE_DIR/env-$n"
 if [ "$n" -ge "${FAKE_BOOTS_OK:-99}" ]; then
   date +%s > "$ctl/started"; echo 0 > "$ctl/rc"; exit 0
 fi
+[ "${FAKE_CRASH:-0}" = 1 ] && exit 0
 exec sleep 1000
 '''
 
@@ -166,6 +168,19 @@ def test_run_boots_a_hung_guest_again(fake_guest):
     assert "did not reach the command in 2 s (its boot hung): booting it again" in r.stderr
     assert (fake / "boots").read_text().strip() == "2"
     assert not alive(int((fake / "pid-1").read_text()))          # the hung guest was stopped
+
+
+def test_run_boots_a_guest_that_died_while_booting_again_once(fake_guest):
+    env, fake = fake_guest
+    r = run(["vm/run.sh", "--", "true"], env={**env, "FAKE_BOOTS_OK": "2", "FAKE_CRASH": "1"})
+    assert r.returncode == 0, r.stderr
+    assert "stopped before it reached the command (its boot failed" in r.stderr
+    assert (fake / "boots").read_text().strip() == "2"
+    (fake / "boots").unlink()
+    r = run(["vm/run.sh", "--", "true"], env={**env, "FAKE_BOOTS_OK": "3", "FAKE_CRASH": "1"})
+    assert r.returncode == 125
+    assert r.stderr.strip().splitlines()[-1] == "[vm] the guest stopped without reporting an exit status"
+    assert (fake / "boots").read_text().strip() == "2"
 
 
 def test_run_tells_the_command_its_accelerator(fake_guest):
