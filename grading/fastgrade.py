@@ -305,11 +305,16 @@ def kill_all_of(uid: int) -> None:
     os.waitpid(pid, 0)
 
 
+# This file and the modules it imports: what the student's interpreter runs (grade.py copies
+# them where the sandbox user can read them; gradescope.py bundles them).
+ENGINE_FILES = ("fastgrade.py", "answers.py", "integrity.py")
+
+
 def start_student(work: Path, names: list[str], out: int, inp: int, memory_mb: int, user,
                   engine: Path) -> None:
     """In the forked child: the sandbox, then `python ENGINE/fastgrade.py --student ...` in its
-    place (engine: a folder holding this file, answers.py and integrity.py, readable by the
-    sandbox user).  Never returns."""
+    place (engine: a folder holding ENGINE_FILES, readable by the sandbox user).  Never
+    returns."""
     try:
         _sandbox(work, memory_mb, user)
         for fd in (out, inp):

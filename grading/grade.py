@@ -156,6 +156,13 @@ def _submission_zip(entry: Path, work: Path) -> Path | None:
     return None
 
 
+def _run_as(uid: int, gid: int, code: str) -> subprocess.CompletedProcess:
+    """This Python running `code` as uid:gid (no other group), from /."""
+    return subprocess.run(["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--",
+                           sys.executable, "-c", code], cwd="/", capture_output=True, text=True,
+                          env={"PATH": os.environ.get("PATH", ""), "HOME": "/"})
+
+
 def _sandbox_user(name: str | None):
     if os.geteuid() != 0 or not name:
         return None
@@ -166,10 +173,7 @@ def _sandbox_user(name: str | None):
     # The user must be able to run this Python and import otter (a Python installed under
     # /root, say, is not readable by others).  If not, nothing is graded: the submissions' code
     # would otherwise run as root.  `--user ''` grades as this process's user, on purpose.
-    r = subprocess.run(["setpriv", f"--reuid={pw.pw_uid}", f"--regid={pw.pw_gid}", "--clear-groups",
-                        "--", sys.executable, "-c", "import otter, nbclient"],
-                       cwd="/", capture_output=True, text=True, env={"PATH": os.environ.get("PATH", ""),
-                                                                    "HOME": "/"})
+    r = _run_as(pw.pw_uid, pw.pw_gid, "import otter, nbclient")
     if r.returncode != 0:
         raise SystemExit(
             f"grade: user {name} cannot run {sys.executable} with otter "
@@ -358,10 +362,7 @@ def _links():
 def _own_uids_run(gid: int, uid: int) -> bool:
     """Whether a process with a uid of no account (fastgrade.JOB_UIDS) can run this Python: not
     in a user namespace that maps only some uids, say."""
-    r = subprocess.run(["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--",
-                        sys.executable, "-c", "import pandas"], cwd="/", capture_output=True,
-                       env={"PATH": os.environ.get("PATH", ""), "HOME": "/"})
-    return r.returncode == 0
+    return _run_as(uid, gid, "import pandas").returncode == 0
 
 
 def grade_fast(entries: list[Path], autograder: Path, jobs: int, timeout: float, memory_mb: int,
@@ -391,7 +392,7 @@ def grade_fast(entries: list[Path], autograder: Path, jobs: int, timeout: float,
         # sandbox user cannot read
         engine = scratch / "engine"
         engine.mkdir(mode=0o755)
-        for m in ("fastgrade.py", "answers.py", "integrity.py"):
+        for m in fastgrade.ENGINE_FILES:
             shutil.copy(Path(fastgrade.__file__).resolve().parent / m, engine / m)
             os.chmod(engine / m, 0o644)
         os.chmod(engine, 0o755)

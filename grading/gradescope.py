@@ -27,8 +27,13 @@ import sys
 import zipfile
 from pathlib import Path
 
+try:
+    from grading import fastgrade
+except ImportError:                     # run from inside grading/
+    import fastgrade
+
 HERE = Path(__file__).resolve().parent
-MODULES = ("grade.py", "fastgrade.py", "answers.py", "integrity.py")
+MODULES = ("grade.py", *fastgrade.ENGINE_FILES)
 REQUIREMENTS = ("otter-grader", "pandas", "numpy", "matplotlib", "nbformat", "ipython")
 
 SETUP = """#!/usr/bin/env bash
