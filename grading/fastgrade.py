@@ -16,7 +16,8 @@ It never holds a test: the parent has not read them when it forks (a one-off hel
 the names the tests read, and only the names cross over), and the autograder folder is readable
 by the grading user only.
 
-The grading process (trusted: it runs as the grading user and executes no student code)
+The grading process (trusted: it executes no student code; as root, grade.py runs it as a uid of
+its own, GRADER_UIDS, that alone with the parent may read the tests)
   * works in its own folder: the submission's `submission/` files copied before the student
     process started, and the autograder's support files (labkit.py, ...), nothing else,
   * loads the test files only now, decodes the answers strictly as data (an unknown form, or a
@@ -258,11 +259,8 @@ def _sandbox(work: Path, memory_mb: int, user) -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_FSIZE, (512 << 20, 512 << 20))
     if user is not None:
-        uid, gid = user
         resource.setrlimit(resource.RLIMIT_NPROC, (64, 64))
-        os.setgroups([])
-        os.setgid(gid)
-        os.setuid(uid)
+        drop_to(user)
     os.chdir(work)
     log = os.open(work / "log.txt", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     null = os.open(os.devnull, os.O_RDONLY)
@@ -289,6 +287,21 @@ def student_env(work: Path) -> dict:
 # limit; and when a job ends, whatever it started and detached from its session is killed by
 # uid (kill_all_of), so nothing of it outlives its time limit or waits for the next submission.
 JOB_UIDS = 2_100_000_000
+
+# Each submission's grading process runs as a uid of its own too, from GRADER_UIDS on, in a group
+# of no account (GRADER_GID) that alone may read the autograder's tests: it decodes and tests
+# what a student sent, so a flaw in that code gives a submission that uid, not root's.  The
+# student processes (the sandbox user's group) can read neither the tests nor its folder.
+GRADER_UIDS = 2_200_000_000
+GRADER_GID = GRADER_UIDS - 1
+
+
+def drop_to(user) -> None:
+    """Become (uid, gid) with no other group, for good (the caller is root)."""
+    uid, gid = user
+    os.setgroups([])
+    os.setgid(gid)
+    os.setuid(uid)
 
 
 def kill_all_of(uid: int) -> None:
@@ -502,16 +515,21 @@ def score_file(tf) -> tuple[float, str]:
 
 
 def grading_process(tdir: Path, tests_dir: Path, inp: int, out: int, result_fd: int, memory_mb: int,
-            modules: set[str], lab: str | None = None) -> None:
-    """Runs in the forked grading process; never returns.  Writes one JSON message on result_fd."""
+            modules: set[str], lab: str | None = None, user=None) -> None:
+    """Runs in the forked grading process; never returns.  Writes one JSON message on result_fd.
+    `user`: the (uid, gid) it drops to (GRADER_UIDS), or None to stay as it is."""
     code = 0
     try:
         os.setsid()
         mem = max(memory_mb, 2048) * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        if user is not None:
+            resource.setrlimit(resource.RLIMIT_NPROC, (16, 16))
+            drop_to(user)
         os.chdir(tdir)
-        os.environ.update({"CCLAB_REPLAY": "1", "MPLBACKEND": "Agg"})
+        os.environ.update({"CCLAB_REPLAY": "1", "MPLBACKEND": "Agg", "HOME": str(tdir),
+                           "MPLCONFIGDIR": str(tdir / ".matplotlib")})
         sys.path.insert(0, str(tdir))
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, 1)
@@ -751,9 +769,11 @@ def run_all(jobs: list[tuple], tests_dir: Path, parallel: int, timeout: float,
     """jobs: (student, work folder, the grading process's folder[, prepare]); `prepare(owner)`
     is called just before the job starts, with the (uid, gid) its files are to belong to (None:
     no other user), and may raise NotGradable.  `user`: (uid, gid) of the sandbox user, whose
-    group each job's student process takes, with a uid of its own (JOB_UIDS).  `engine`: the
-    folder the student's interpreter runs this file from (this file's own by default).
-    Returns {student: result}."""
+    group each job's student process takes, with a uid of its own (JOB_UIDS); with own_uids,
+    each job's grading process takes a uid of its own too (GRADER_UIDS, group GRADER_GID: the
+    caller makes the tests readable by that group and the folders above the grading process's
+    passable), and its folder is given to that uid.  `engine`: the folder the student's
+    interpreter runs this file from (this file's own by default).  Returns {student: result}."""
     engine = Path(engine or Path(__file__).resolve().parent)
     preload()
     names = test_names(tests_dir)
@@ -771,8 +791,9 @@ def run_all(jobs: list[tuple], tests_dir: Path, parallel: int, timeout: float,
                 os.killpg(pid, signal.SIGKILL)  # anything either left behind
             except (ProcessLookupError, PermissionError):
                 pass
-        if job["user"] is not None and job["user"][0] >= JOB_UIDS:
-            kill_all_of(job["user"][0])         # and what left the session: the job's own uid
+        for who in (job["user"], job["grader"]):
+            if who is not None and who[0] >= JOB_UIDS:
+                kill_all_of(who[0])             # and what left the session: the job's own uids
         for key in ("a", "b"):
             if job.get(key + "_status") is None:
                 _, st = os.waitpid(job[key], 0)
@@ -790,7 +811,9 @@ def run_all(jobs: list[tuple], tests_dir: Path, parallel: int, timeout: float,
     while pending or running:
         while pending and len(running) < parallel:
             student, work, tdir, *prep = pending.pop(0)
-            job_user = user if user is None or not own_uids else (JOB_UIDS + started, user[1])
+            own = user is not None and own_uids
+            job_user = (JOB_UIDS + started, user[1]) if own else user
+            grader = (GRADER_UIDS + started, GRADER_GID) if own else None
             started += 1
             if prep and prep[0] is not None:
                 try:
@@ -798,6 +821,10 @@ def run_all(jobs: list[tuple], tests_dir: Path, parallel: int, timeout: float,
                 except NotGradable as e:
                     done[student] = {"status": "error", "reason": str(e), "seconds": 0.0}
                     continue
+            if grader is not None:
+                for p in [tdir, *Path(tdir).rglob("*")]:
+                    os.lchown(p, *grader)
+                os.chmod(tdir, 0o700)
             sys.stdout.flush(); sys.stderr.flush()
             b_in, a_out = os.pipe()         # student -> grader
             a_in, b_out = os.pipe()         # grader -> student
@@ -810,14 +837,15 @@ def run_all(jobs: list[tuple], tests_dir: Path, parallel: int, timeout: float,
             pid_b = os.fork()
             if pid_b == 0:
                 _close_others({b_in, b_out, res_w}, open_fds | mine)
-                grading_process(tdir, tests_dir, b_in, b_out, res_w, memory_mb, modules, lab)
+                grading_process(tdir, tests_dir, b_in, b_out, res_w, memory_mb, modules, lab, grader)
             for fd in (a_out, b_in, b_out, a_in, res_w):
                 os.close(fd)
             open_fds.add(res_r)
             os.set_blocking(res_r, False)
             now = time.monotonic()
             job = {"a": pid_a, "b": pid_b, "fd": res_r, "buf": b"", "began": now,
-                   "deadline": now + timeout, "a_status": None, "b_status": None, "user": job_user}
+                   "deadline": now + timeout, "a_status": None, "b_status": None, "user": job_user,
+                   "grader": grader}
             running[student] = job
             sel.register(res_r, selectors.EVENT_READ, student)
         for key, _ in sel.select(timeout=0.02):

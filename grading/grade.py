@@ -397,11 +397,25 @@ def grade_fast(entries: list[Path], autograder: Path, jobs: int, timeout: float,
             os.chmod(engine / m, 0o644)
         os.chmod(engine, 0o755)
         os.chmod(scratch, 0o711)
-        for p in [ag, *ag.rglob("*")]:          # the tests are read before the children run:
-            os.chmod(p, 0o700 if p.is_dir() else 0o600)     # no submission can read them
+        own = who is not None and _own_uids_run(who[1], fastgrade.JOB_UIDS)
+        if who is not None and not own:
+            print(f"grade: warning: a uid of no account ({fastgrade.JOB_UIDS}) cannot run "
+                  f"{sys.executable} here: every submission runs as the one sandbox user, and "
+                  "two graded side by side could reach each other (use --jobs 1); the grading "
+                  "processes stay root", file=sys.stderr)
+        # the tests are read before the children run: no submission can read them, and with
+        # uids of their own the grading processes read them through their group (GRADER_GID)
+        for p in [ag, *ag.rglob("*")]:
+            if own:
+                os.lchown(p, 0, fastgrade.GRADER_GID)
+                os.chmod(p, 0o750 if p.is_dir() else 0o640)
+            else:
+                os.chmod(p, 0o700 if p.is_dir() else 0o600)
         todo, results = [], {}
         (scratch / "work").mkdir()
-        (scratch / "trusted").mkdir(mode=0o700)
+        # each grading process's folder, under an unguessable name: passable, not listable
+        (scratch / "trusted").mkdir(mode=0o711 if own else 0o700)
+        os.chmod(scratch / "trusted", 0o711 if own else 0o700)
         def prepare(e: Path, work: Path, tdir: Path, owner) -> None:
             """Run by the engine just before the submission's processes start (so preparing
             one overlaps grading the others)."""
@@ -429,11 +443,6 @@ def grade_fast(entries: list[Path], autograder: Path, jobs: int, timeout: float,
             todo.append((r.student, work, tdir,
                          lambda owner, e=e, work=work, tdir=tdir: prepare(e, work, tdir, owner)))
         os.chmod(scratch / "work", 0o711)
-        own = who is not None and _own_uids_run(who[1], fastgrade.JOB_UIDS)
-        if who is not None and not own:
-            print(f"grade: warning: a uid of no account ({fastgrade.JOB_UIDS}) cannot run "
-                  f"{sys.executable} here: every submission runs as the one sandbox user, and "
-                  "two graded side by side could reach each other (use --jobs 1)", file=sys.stderr)
         done = fastgrade.run_all(todo, ag / "tests", jobs, timeout, memory_mb, who, ag / "files", lab,
                                  engine, own)
         # every process is gone: the tests may be read here now, to know which read the results

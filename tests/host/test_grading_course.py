@@ -517,3 +517,56 @@ def test_each_submission_runs_as_its_own_uid_and_leaves_nothing_running(dist, tm
     uids = {u for _, u in seen.values()}
     assert len(uids) == 2 and min(uids) >= fastgrade.JOB_UIDS, seen
     assert not any(_alive(p) for p, _ in seen.values()), seen
+
+
+# An instructor's test, added to lab 1's autograder: it runs in the grading process, and passes
+# only where that process is a uid of its own (fastgrade.GRADER_UIDS), in the tests' group and no
+# other, working in its own copy of the results.
+WHO_CASE = (">>> import os\n"
+            f">>> assert os.getuid() >= {fastgrade.GRADER_UIDS}, os.getuid()\n"
+            f">>> assert os.getgid() == {fastgrade.GRADER_GID} and os.getgroups() == [], os.getgid()\n"
+            ">>> assert os.path.isdir('submission/lab1') and os.stat('.').st_uid == os.getuid()\n")
+WHO_TEST = ("OK_FORMAT = True\n\ntest = " + repr({
+    "name": "qwho", "points": 1,
+    "suites": [{"cases": [{"code": WHO_CASE, "hidden": True, "locked": False}],
+                "scored": True, "setup": "", "teardown": "", "type": "doctest"}]}) + "\n")
+# A last cell that looks for the grader's folders and tries to read a hidden test in each.
+TESTS = """
+import glob as _g
+_dirs, _got = _g.glob('/tmp/grade-*/autograder'), 0
+for _d in _dirs:
+    try:
+        open(_d + '/tests/q1.py').read()
+        _got += 1
+    except OSError:
+        pass
+raise RuntimeError(f"TESTS {len(_dirs)} {_got}")
+"""
+
+
+def test_the_grading_process_runs_as_a_uid_of_its_own_and_only_it_reads_the_tests(dist, tmp_path):
+    """As an instructor runs it (root, the grader's Python): the process that decodes and tests
+    a submission's answers is not root but a uid of its own, and the notebook, which finds the
+    grader's folder in /tmp, cannot read the hidden tests there."""
+    if os.geteuid() != 0:
+        pytest.skip("the grading uids are root's to give")
+    assert GRADER_PYTHON.is_file(), f"no {GRADER_PYTHON}: make grader-venv"
+    ag = tmp_path / "lab1-autograder.zip"
+    shutil.copy(dist["zip"], ag)
+    with zipfile.ZipFile(ag, "a") as z:
+        z.writestr("tests/qwho.py", WHO_TEST)
+    subs = tmp_path / "subs"
+    nb = nbformat.read(dist["master"], as_version=4)
+    nb.cells.append(nbformat.v4.new_code_cell(TESTS))
+    fixtures.lab1_submission(subs / "alice", dist["master"], real=1)
+    nbformat.write(nb, subs / "alice" / "lab1.ipynb")
+    out = tmp_path / "graded"
+    r = subprocess.run([str(GRADER_PYTHON), str(KIT / "grading" / "grade.py"), str(subs), "--autograder",
+                        str(ag), "--out", str(out), "--timeout", "120"],
+                       capture_output=True, text=True, timeout=600, env=dict(os.environ, TMPDIR="/tmp"))
+    assert r.returncode == 0 and "warning" not in r.stderr, r.stderr[-2000:]
+    fb = (out / "feedback" / "alice.txt").read_text()
+    row = rows(out)["alice"]
+    assert float(row["qwho"]) == 1 and float(row["score"]) == FULL + 1, fb
+    m = re.search(r"TESTS (\d+) (\d+)", fb)
+    assert m and int(m.group(1)) >= 1 and int(m.group(2)) == 0, fb
