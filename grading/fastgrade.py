@@ -1,11 +1,13 @@
 """The fast grading engine: a student process that hands back data, and a grading process that
-never runs student code.  A parent imports otter, pandas and matplotlib once, then forks two
-processes per submission; the student's starts a fresh interpreter (start_student).
+never runs student code.  A parent imports otter, pandas and matplotlib once, then forks the
+grading process of each submission; the student's process is forked by the zygote, a fresh
+interpreter that has warmed up the same imports and knows nothing of the grader's (Zygote), or,
+without one, starts a fresh interpreter of its own (start_student).
 
 The student process (untrusted)
   * starts a new session, sets RLIMIT_AS / RLIMIT_FSIZE / RLIMIT_CORE (and RLIMIT_NPROC),
   * drops to a uid of its own (JOB_UIDS, setgroups([]), setgid, setuid) when the parent is root,
-    and executes a fresh interpreter that knows only its folder, the names and its channel,
+    in a process that knows only its folder, the names and its channel (a fork of the zygote),
   * executes the notebook's code cells in order in one namespace, as a kernel would (IPython's
     input transformer turns magics into calls; a cell that raises is recorded and skipped),
     without otter's own `grader.*` calls,
@@ -54,6 +56,7 @@ import selectors
 import struct
 import resource
 import signal
+import socket
 import sys
 import time
 import zipfile
@@ -323,6 +326,14 @@ def kill_all_of(uid: int) -> None:
 ENGINE_FILES = ("fastgrade.py", "answers.py", "integrity.py")
 
 
+def _did_not_start(out: int, e: BaseException) -> None:
+    try:
+        send(out, {"status": "error", "reason": one_line(
+            f"the notebook's process did not start: {type(e).__name__}: {e}", 200)})
+    except BaseException:               # noqa: BLE001
+        pass
+
+
 def start_student(work: Path, names: list[str], out: int, inp: int, memory_mb: int, user,
                   engine: Path) -> None:
     """In the forked child: the sandbox, then `python ENGINE/fastgrade.py --student ...` in its
@@ -336,11 +347,117 @@ def start_student(work: Path, names: list[str], out: int, inp: int, memory_mb: i
                                    "--student", str(work), str(out), str(inp), json.dumps(names)],
                   student_env(work))
     except BaseException as e:          # noqa: BLE001
+        _did_not_start(out, e)
+    os._exit(4)
+
+
+# ---------------------------------------------------------------- the zygote
+
+# Starting an interpreter and importing pandas and matplotlib for each notebook was three
+# quarters of a grade's CPU time.  The zygote is one fresh interpreter (exec'd, so it holds
+# nothing of the grader's: no secret, no other job's folder, no grade) that imports and warms
+# what a notebook needs once (preload) and forks each job's student process from that state.
+# It learns one job at a time: its folder, the names the tests read, its limits and uid, and the
+# two ends of its channel (passed as descriptors).  It forks through an intermediate process
+# that exits at once, and the grader is a child subreaper, so the student process becomes the
+# grader's child: the grader waits for it and kills it as it does a process it forked itself.
+
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def subreaper(on: bool) -> None:
+    """Make this process the reaper of its orphaned descendants (on), or stop."""
+    import ctypes
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0)
+
+
+class Zygote:
+    """The grader's side: start the zygote, ask it for a student process per job."""
+
+    def __init__(self, engine: Path, home: Path):
+        import subprocess
+        self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        env = {"HOME": str(home), "MPLCONFIGDIR": str(home), "MPLBACKEND": "Agg",
+               "PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8",
+               "PYTHONDONTWRITEBYTECODE": "1"}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-s", "-E", str(Path(engine) / "fastgrade.py"), "--zygote",
+             str(theirs.fileno())], pass_fds=(theirs.fileno(),), env=env, cwd=str(home),
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+        theirs.close()
+        if self.sock.recv(64) != b"ready":          # once it has warmed up
+            self.close()
+            raise RuntimeError("the zygote did not start")
+
+    def start(self, work: Path, names: list[str], out: int, inp: int, memory_mb: int, user) -> int:
+        """The pid of a new student process for this job (a child of this process)."""
+        req = json.dumps({"work": str(work), "names": names, "memory_mb": memory_mb,
+                          "user": list(user) if user is not None else None}).encode()
+        socket.send_fds(self.sock, [req], [out, inp])
+        pid = int(self.sock.recv(64) or b"0")
+        if pid <= 0:
+            raise RuntimeError("the zygote could not fork")
+        return pid
+
+    def close(self) -> None:
+        import subprocess
+        self.sock.close()
         try:
-            send(out, {"status": "error", "reason": one_line(
-                f"the notebook's process did not start: {type(e).__name__}: {e}", 200)})
-        except BaseException:           # noqa: BLE001
-            pass
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def zygote(fd: int) -> None:
+    """The zygote's loop (`fastgrade.py --zygote FD`): warm up, then a student process per
+    request, until the grader closes the socket."""
+    sock = socket.socket(fileno=fd)
+    preload()
+    sock.send(b"ready")
+    while True:
+        msg, fds, _, _ = socket.recv_fds(sock, 1 << 20, 2)
+        if not msg:
+            break
+        r, w = os.pipe()
+        mid = os.fork()
+        if mid == 0:                    # the intermediate: fork the student process, say its pid
+            os.close(r)
+            try:
+                req = json.loads(msg)
+                child = os.fork()
+                if child == 0:
+                    sock.close()
+                    os.close(w)
+                    student_child(Path(req["work"]), req["names"], fds[0], fds[1],
+                                  int(req["memory_mb"]),
+                                  tuple(req["user"]) if req["user"] is not None else None)
+                os.write(w, str(child).encode())
+            except BaseException:       # noqa: BLE001 -- the grader is told 0
+                pass
+            os._exit(0)
+        os.close(w)
+        for f in fds:
+            os.close(f)
+        pid = os.read(r, 64)
+        os.close(r)
+        os.waitpid(mid, 0)              # gone: its child is the grader's now
+        sock.send(pid or b"0")
+    os._exit(0)
+
+
+def student_child(work: Path, names: list[str], out: int, inp: int, memory_mb: int, user) -> None:
+    """In the zygote's fork: the sandbox, then the notebook (student_process).  Never returns."""
+    try:
+        _sandbox(work, memory_mb, user)
+        _close_others({out, inp})
+        os.environ.clear()
+        os.environ.update(student_env(work))
+        import tempfile
+        tempfile.tempdir = None         # TMPDIR is the job's folder now
+        student_process(work, names, out, inp)
+    except BaseException as e:          # noqa: BLE001
+        _did_not_start(out, e)
     os._exit(4)
 
 
@@ -775,6 +892,8 @@ def run_all(jobs: list[tuple], tests_dir: Path, parallel: int, timeout: float,
     passable), and its folder is given to that uid.  `engine`: the folder the student's
     interpreter runs this file from (this file's own by default).  Returns {student: result}."""
     engine = Path(engine or Path(__file__).resolve().parent)
+    import shutil
+    import tempfile
     preload()
     names = test_names(tests_dir)
     modules = support_modules(files_dir) if files_dir else set()
@@ -784,6 +903,33 @@ def run_all(jobs: list[tuple], tests_dir: Path, parallel: int, timeout: float,
     open_fds: set[int] = set()
     done: dict[str, dict] = {}
     sel = selectors.DefaultSelector()
+    exited: dict[int, int] = {}         # pid: wait status, of every child reaped
+    home = Path(tempfile.mkdtemp(prefix="grade-zygote-"))
+    subreaper(True)                     # the zygote's forks, and what they orphan, come here
+    try:
+        zyg = Zygote(engine, home)
+    except Exception as e:              # noqa: BLE001 -- each notebook starts its own interpreter
+        print(f"grade: warning: no zygote ({type(e).__name__}: {e}): each notebook starts an "
+              "interpreter of its own (slower)", file=sys.stderr)
+        zyg = None
+
+    def reap() -> None:
+        while True:
+            try:
+                pid, st = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if not pid:
+                return
+            exited[pid] = st
+
+    def wait_for(pid: int) -> int:
+        if pid not in exited:
+            try:
+                exited[pid] = os.waitpid(pid, 0)[1]
+            except ChildProcessError:   # reaped as an orphan's parent would: status unknown
+                exited[pid] = 0
+        return exited.pop(pid)
 
     def finish(student: str, job: dict, res: dict) -> None:
         for pid in (job["a"], job["b"]):
@@ -796,8 +942,7 @@ def run_all(jobs: list[tuple], tests_dir: Path, parallel: int, timeout: float,
                 kill_all_of(who[0])             # and what left the session: the job's own uids
         for key in ("a", "b"):
             if job.get(key + "_status") is None:
-                _, st = os.waitpid(job[key], 0)
-                job[key + "_status"] = st
+                job[key + "_status"] = wait_for(job[key])
         try:
             sel.unregister(job["fd"])
         except (KeyError, ValueError):
@@ -808,75 +953,93 @@ def run_all(jobs: list[tuple], tests_dir: Path, parallel: int, timeout: float,
         done[student] = res
         del running[student]
 
-    while pending or running:
-        while pending and len(running) < parallel:
-            student, work, tdir, *prep = pending.pop(0)
-            own = user is not None and own_uids
-            job_user = (JOB_UIDS + started, user[1]) if own else user
-            grader = (GRADER_UIDS + started, GRADER_GID) if own else None
-            started += 1
-            if prep and prep[0] is not None:
+    try:
+        while pending or running:
+            while pending and len(running) < parallel:
+                student, work, tdir, *prep = pending.pop(0)
+                own = user is not None and own_uids
+                job_user = (JOB_UIDS + started, user[1]) if own else user
+                grader = (GRADER_UIDS + started, GRADER_GID) if own else None
+                started += 1
+                if prep and prep[0] is not None:
+                    try:
+                        prep[0](job_user)
+                    except NotGradable as e:
+                        done[student] = {"status": "error", "reason": str(e), "seconds": 0.0}
+                        continue
+                if grader is not None:
+                    for p in [tdir, *Path(tdir).rglob("*")]:
+                        os.lchown(p, *grader)
+                    os.chmod(tdir, 0o700)
+                sys.stdout.flush(); sys.stderr.flush()
+                b_in, a_out = os.pipe()         # student -> grader
+                a_in, b_out = os.pipe()         # grader -> student
+                res_r, res_w = os.pipe()        # grader -> parent
+                mine = {a_out, b_in, b_out, a_in, res_r, res_w}
+                pid_a = 0
+                if zyg is not None:
+                    try:
+                        pid_a = zyg.start(work, names, a_out, a_in, memory_mb, job_user)
+                    except (OSError, RuntimeError, ValueError) as e:
+                        print(f"grade: warning: the zygote failed ({type(e).__name__}: {e}): each "
+                              "notebook starts an interpreter of its own from here", file=sys.stderr)
+                        zyg = None
+                if not pid_a:
+                    pid_a = os.fork()
+                    if pid_a == 0:
+                        _close_others({a_out, a_in})    # the student keeps its channel and nothing else
+                        start_student(work, names, a_out, a_in, memory_mb, job_user, engine)
+                pid_b = os.fork()
+                if pid_b == 0:
+                    # not the zygote's socket either: it forks processes as any uid it is told
+                    _close_others({b_in, b_out, res_w}, open_fds | mine | (
+                        {zyg.sock.fileno()} if zyg is not None else set()))
+                    grading_process(tdir, tests_dir, b_in, b_out, res_w, memory_mb, modules, lab, grader)
+                for fd in (a_out, b_in, b_out, a_in, res_w):
+                    os.close(fd)
+                open_fds.add(res_r)
+                os.set_blocking(res_r, False)
+                now = time.monotonic()
+                job = {"a": pid_a, "b": pid_b, "fd": res_r, "buf": b"", "began": now,
+                       "deadline": now + timeout, "a_status": None, "b_status": None, "user": job_user,
+                       "grader": grader}
+                running[student] = job
+                sel.register(res_r, selectors.EVENT_READ, student)
+            for key, _ in sel.select(timeout=0.02):
+                job = running[key.data]
                 try:
-                    prep[0](job_user)
-                except NotGradable as e:
-                    done[student] = {"status": "error", "reason": str(e), "seconds": 0.0}
+                    chunk = os.read(key.fd, 1 << 20)
+                except BlockingIOError:
                     continue
-            if grader is not None:
-                for p in [tdir, *Path(tdir).rglob("*")]:
-                    os.lchown(p, *grader)
-                os.chmod(tdir, 0o700)
-            sys.stdout.flush(); sys.stderr.flush()
-            b_in, a_out = os.pipe()         # student -> grader
-            a_in, b_out = os.pipe()         # grader -> student
-            res_r, res_w = os.pipe()        # grader -> parent
-            mine = {a_out, b_in, b_out, a_in, res_r, res_w}
-            pid_a = os.fork()
-            if pid_a == 0:
-                _close_others({a_out, a_in})    # the student keeps its channel and nothing else
-                start_student(work, names, a_out, a_in, memory_mb, job_user, engine)
-            pid_b = os.fork()
-            if pid_b == 0:
-                _close_others({b_in, b_out, res_w}, open_fds | mine)
-                grading_process(tdir, tests_dir, b_in, b_out, res_w, memory_mb, modules, lab, grader)
-            for fd in (a_out, b_in, b_out, a_in, res_w):
-                os.close(fd)
-            open_fds.add(res_r)
-            os.set_blocking(res_r, False)
+                if chunk:
+                    job["buf"] += chunk
+                else:
+                    sel.unregister(key.fd)
+                    job["eof"] = True
             now = time.monotonic()
-            job = {"a": pid_a, "b": pid_b, "fd": res_r, "buf": b"", "began": now,
-                   "deadline": now + timeout, "a_status": None, "b_status": None, "user": job_user,
-                   "grader": grader}
-            running[student] = job
-            sel.register(res_r, selectors.EVENT_READ, student)
-        for key, _ in sel.select(timeout=0.02):
-            job = running[key.data]
-            try:
-                chunk = os.read(key.fd, 1 << 20)
-            except BlockingIOError:
-                continue
-            if chunk:
-                job["buf"] += chunk
-            else:
-                sel.unregister(key.fd)
-                job["eof"] = True
-        now = time.monotonic()
-        for student_id, job in list(running.items()):
-            for key in ("a", "b"):
-                if job[key + "_status"] is None:
-                    pid, st = os.waitpid(job[key], os.WNOHANG)
-                    if pid:
-                        job[key + "_status"] = st
-                        if key == "a":
-                            try:
-                                os.killpg(job["a"], signal.SIGKILL)   # what the notebook left running
-                            except (ProcessLookupError, PermissionError):
-                                pass
-            if job.get("eof") and job["b_status"] is not None:
-                finish(student_id, job, _verdict(job, memory_mb))
-            elif now > job["deadline"]:
-                finish(student_id, job, {"status": "timeout",
-                                         "reason": f"stopped after {timeout:g} s (time limit)"})
-    sel.close()
+            reap()
+            for student_id, job in list(running.items()):
+                for key in ("a", "b"):
+                    if job[key + "_status"] is None:
+                        if job[key] in exited:
+                            job[key + "_status"] = exited.pop(job[key])
+                            if key == "a":
+                                try:
+                                    os.killpg(job["a"], signal.SIGKILL)   # what the notebook left running
+                                except (ProcessLookupError, PermissionError):
+                                    pass
+                if job.get("eof") and job["b_status"] is not None:
+                    finish(student_id, job, _verdict(job, memory_mb))
+                elif now > job["deadline"]:
+                    finish(student_id, job, {"status": "timeout",
+                                             "reason": f"stopped after {timeout:g} s (time limit)"})
+    finally:
+        sel.close()
+        if zyg is not None:
+            zyg.close()
+        subreaper(False)
+        reap()                          # the orphans killed with their jobs
+        shutil.rmtree(home, ignore_errors=True)
     return done
 
 
@@ -903,3 +1066,5 @@ def _verdict(job: dict, memory_mb: int) -> dict:
 
 if __name__ == "__main__" and sys.argv[1:2] == ["--student"]:
     student_process(Path(sys.argv[2]), json.loads(sys.argv[5]), int(sys.argv[3]), int(sys.argv[4]))
+if __name__ == "__main__" and sys.argv[1:2] == ["--zygote"]:
+    zygote(int(sys.argv[2]))

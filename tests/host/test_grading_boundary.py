@@ -421,3 +421,31 @@ def test_point_table_is_printed_and_adds_up(capsys):
         assert points.handout_block(lab) in points.handout_path(lab).read_text()
     assert "| q5 | 3 | autograded |" in points.handout_block("lab1")
     assert "| q4 | 2 | by hand |" in points.handout_block("lab1")
+
+
+def test_notebooks_start_from_the_zygote_or_else_an_interpreter_of_their_own(dist, tmp_path, monkeypatch, capsys):
+    """The zygote forks each notebook's process (grade.py says nothing); when it cannot start,
+    grade.py says so in one line and each notebook starts an interpreter of its own, graded the
+    same."""
+    subs = tmp_path / "subs"
+    fixtures.lab1_submission(subs / "genuine", dist["master"], real=1)
+    fixtures.lab1_submission(subs / "frames", with_cells(dist["master"], tmp_path / "frames.ipynb",
+                                                         last=FRAMES), real=2)
+    grade.grade_all(subs, dist["zip"], tmp_path / "warm", jobs=2, timeout=60)
+    assert "warning" not in capsys.readouterr().err
+    started = []
+
+    class NoZygote:
+        def __init__(self, engine, home):
+            started.append(engine)
+            raise RuntimeError("the zygote did not start")
+
+    monkeypatch.setattr(fastgrade, "Zygote", NoZygote)
+    grade.grade_all(subs, dist["zip"], tmp_path / "cold", jobs=2, timeout=60)
+    err = capsys.readouterr().err
+    assert started and "no zygote (RuntimeError: the zygote did not start)" in err, err
+    for out in (tmp_path / "warm", tmp_path / "cold"):
+        r = rows(out)
+        fb = (out / "feedback" / "frames.txt").read_text()
+        assert float(r["genuine"]["score"]) == FULL and float(r["frames"]["score"]) == FULL, fb
+        assert "FRAMES its own" in fb
