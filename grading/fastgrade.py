@@ -298,27 +298,105 @@ JOB_UIDS = 2_100_000_000
 GRADER_UIDS = 2_200_000_000
 GRADER_GID = GRADER_UIDS - 1
 
+# A grading run takes a block of UID_BLOCK uids in each range (job n of the run: JOB_UIDS +
+# base + n, GRADER_UIDS + base + n), chosen at random among the UID_BLOCKS blocks no other run
+# holds (a lock file per block in UID_LOCKS, held while the run lasts): two runs at once never
+# share a uid, so one's clean-up never kills the other's jobs.
+UID_BLOCK = 100_000
+UID_BLOCKS = 1_000
+UID_LOCKS = Path("/run/cclab-grade")
+PR_SET_NO_NEW_PRIVS = 38
+
+
+def claim_uids(locks: Path = UID_LOCKS) -> tuple[int, int]:
+    """(base, lock): a block of uids no other run holds, until `lock` (a descriptor) is closed."""
+    import fcntl
+    import random
+    locks.mkdir(mode=0o700, parents=True, exist_ok=True)
+    order = list(range(UID_BLOCKS))
+    random.SystemRandom().shuffle(order)
+    for b in order:
+        fd = os.open(locks / f"block-{b}", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            continue
+        return b * UID_BLOCK, fd
+    raise RuntimeError(f"every block of grading uids in {locks} is held by another run")
+
 
 def drop_to(user) -> None:
-    """Become (uid, gid) with no other group, for good (the caller is root)."""
+    """Become (uid, gid) with no other group, for good (the caller is root), and never gain a
+    privilege again: a set-user-ID file (one a job left behind for another) runs as the caller."""
+    import ctypes
     uid, gid = user
+    if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
     os.setgroups([])
     os.setgid(gid)
     os.setuid(uid)
 
 
-def kill_all_of(uid: int) -> None:
-    """SIGKILL every process of `uid` (a helper that takes that uid signals all it may)."""
-    pid = os.fork()
-    if pid == 0:
+def _proc_status(pid: str) -> dict:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return dict(line.rstrip("\n").split(":\t", 1) for line in f if ":\t" in line)
+    except OSError:                     # gone meanwhile
+        return {}
+
+
+def live_processes_of(uid: int) -> list[int]:
+    """The pids of the processes whose real uid is `uid`, zombies left out."""
+    out = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            st = _proc_status(pid)
+            if st.get("Uid", "").split("\t")[:1] == [str(uid)] and not st.get("State", "").startswith("Z"):
+                out.append(int(pid))
+    return out
+
+
+def kill_all_of(uid: int, tries: int = 5) -> None:
+    """SIGKILL every process of `uid` (a helper that takes that uid signals all it may), again
+    while any is left (one forked while the signals went out)."""
+    for _ in range(tries):
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.setgroups([])
+                os.setuid(uid)
+                os.kill(-1, signal.SIGKILL)     # every process of uid, not the caller itself
+            except BaseException:       # noqa: BLE001 -- ESRCH: nothing left
+                pass
+            os._exit(0)
+        os.waitpid(pid, 0)
+        if not live_processes_of(uid):
+            return
+
+
+def remove_files_of(uids, places=("/tmp", "/var/tmp", "/dev/shm")) -> list[str]:
+    """Remove what the uids (a run's, every process of them gone) left at the top of the
+    world-writable folders; returns the paths removed."""
+    import shutil
+    gone = []
+    for d in places:
         try:
-            os.setgroups([])
-            os.setuid(uid)
-            os.kill(-1, signal.SIGKILL)         # every process of uid, not the caller itself
-        except BaseException:           # noqa: BLE001 -- ESRCH: nothing left
-            pass
-        os._exit(0)
-    os.waitpid(pid, 0)
+            entries = list(os.scandir(d))
+        except OSError:
+            continue
+        for e in entries:
+            try:
+                if e.stat(follow_symlinks=False).st_uid not in uids:
+                    continue
+                if e.is_dir(follow_symlinks=False):
+                    shutil.rmtree(e.path)
+                else:
+                    os.unlink(e.path)
+                gone.append(e.path)
+            except OSError:
+                pass
+    return gone
 
 
 # This file and the modules it imports: what the student's interpreter runs (grade.py copies
@@ -882,15 +960,16 @@ class NotGradable(Exception):
 
 def run_all(jobs: list[tuple], tests_dir: Path, parallel: int, timeout: float,
             memory_mb: int, user, files_dir: Path | None = None, lab: str | None = None,
-            engine: Path | None = None, own_uids: bool = True) -> dict[str, dict]:
+            engine: Path | None = None, own_uids: bool = True, uid_base: int = 0) -> dict[str, dict]:
     """jobs: (student, work folder, the grading process's folder[, prepare]); `prepare(owner)`
     is called just before the job starts, with the (uid, gid) its files are to belong to (None:
     no other user), and may raise NotGradable.  `user`: (uid, gid) of the sandbox user, whose
     group each job's student process takes, with a uid of its own (JOB_UIDS); with own_uids,
     each job's grading process takes a uid of its own too (GRADER_UIDS, group GRADER_GID: the
     caller makes the tests readable by that group and the folders above the grading process's
-    passable), and its folder is given to that uid.  `engine`: the folder the student's
-    interpreter runs this file from (this file's own by default).  Returns {student: result}."""
+    passable), and its folder is given to that uid.  `uid_base`: the run's block of uids
+    (claim_uids).  `engine`: the folder the student's interpreter runs this file from (this
+    file's own by default).  Returns {student: result}."""
     engine = Path(engine or Path(__file__).resolve().parent)
     import shutil
     import tempfile
@@ -903,7 +982,8 @@ def run_all(jobs: list[tuple], tests_dir: Path, parallel: int, timeout: float,
     open_fds: set[int] = set()
     done: dict[str, dict] = {}
     sel = selectors.DefaultSelector()
-    exited: dict[int, int] = {}         # pid: wait status, of every child reaped
+    if user is not None and own_uids and len(jobs) > UID_BLOCK:
+        raise ValueError(f"{len(jobs)} submissions in one run: at most {UID_BLOCK}")
     home = Path(tempfile.mkdtemp(prefix="grade-zygote-"))
     subreaper(True)                     # the zygote's forks, and what they orphan, come here
     try:
@@ -913,23 +993,35 @@ def run_all(jobs: list[tuple], tests_dir: Path, parallel: int, timeout: float,
               "interpreter of its own (slower)", file=sys.stderr)
         zyg = None
 
-    def reap() -> None:
-        while True:
-            try:
-                pid, st = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                return
-            if not pid:
-                return
-            exited[pid] = st
+    # A job's two processes are reaped only when the job is done: until then a pid that has
+    # exited stays a zombie, so it cannot be given to another process (one a notebook made to
+    # take it) that a status or a killpg would then be mistaken for.
+    def exit_status(pid: int) -> int | None:
+        """pid's wait status once it has exited, without reaping it; None while it runs."""
+        try:
+            r = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return 0
+        if r is None or r.si_pid == 0:
+            return None
+        if r.si_code == os.CLD_EXITED:
+            return (r.si_status & 0xFF) << 8
+        return r.si_status | (0x80 if r.si_code == os.CLD_DUMPED else 0)
 
-    def wait_for(pid: int) -> int:
-        if pid not in exited:
-            try:
-                exited[pid] = os.waitpid(pid, 0)[1]
-            except ChildProcessError:   # reaped as an orphan's parent would: status unknown
-                exited[pid] = 0
-        return exited.pop(pid)
+    def reap_orphans() -> None:
+        """Reap the exited children that are no job's process: what notebooks orphaned."""
+        mine = str(os.getpid())
+        keep = {p for j in running.values() for p in (j["a"], j["b"])}
+        if zyg is not None:
+            keep.add(zyg.proc.pid)
+        for pid in os.listdir("/proc"):
+            if pid.isdigit() and int(pid) not in keep:
+                st = _proc_status(pid)
+                if st.get("PPid") == mine and st.get("State", "").startswith("Z"):
+                    try:
+                        os.waitpid(int(pid), os.WNOHANG)
+                    except ChildProcessError:
+                        pass
 
     def finish(student: str, job: dict, res: dict) -> None:
         for pid in (job["a"], job["b"]):
@@ -941,8 +1033,12 @@ def run_all(jobs: list[tuple], tests_dir: Path, parallel: int, timeout: float,
             if who is not None and who[0] >= JOB_UIDS:
                 kill_all_of(who[0])             # and what left the session: the job's own uids
         for key in ("a", "b"):
+            try:
+                st = os.waitpid(job[key], 0)[1]     # reaped now, after the killpg above
+            except ChildProcessError:
+                st = 0
             if job.get(key + "_status") is None:
-                job[key + "_status"] = wait_for(job[key])
+                job[key + "_status"] = st
         try:
             sel.unregister(job["fd"])
         except (KeyError, ValueError):
@@ -952,14 +1048,15 @@ def run_all(jobs: list[tuple], tests_dir: Path, parallel: int, timeout: float,
         res["seconds"] = round(time.monotonic() - job["began"], 2)
         done[student] = res
         del running[student]
+        reap_orphans()
 
     try:
         while pending or running:
             while pending and len(running) < parallel:
                 student, work, tdir, *prep = pending.pop(0)
                 own = user is not None and own_uids
-                job_user = (JOB_UIDS + started, user[1]) if own else user
-                grader = (GRADER_UIDS + started, GRADER_GID) if own else None
+                job_user = (JOB_UIDS + uid_base + started, user[1]) if own else user
+                grader = (GRADER_UIDS + uid_base + started, GRADER_GID) if own else None
                 started += 1
                 if prep and prep[0] is not None:
                     try:
@@ -1017,12 +1114,12 @@ def run_all(jobs: list[tuple], tests_dir: Path, parallel: int, timeout: float,
                     sel.unregister(key.fd)
                     job["eof"] = True
             now = time.monotonic()
-            reap()
             for student_id, job in list(running.items()):
                 for key in ("a", "b"):
                     if job[key + "_status"] is None:
-                        if job[key] in exited:
-                            job[key + "_status"] = exited.pop(job[key])
+                        st = exit_status(job[key])
+                        if st is not None:
+                            job[key + "_status"] = st
                             if key == "a":
                                 try:
                                     os.killpg(job["a"], signal.SIGKILL)   # what the notebook left running
@@ -1038,7 +1135,7 @@ def run_all(jobs: list[tuple], tests_dir: Path, parallel: int, timeout: float,
         if zyg is not None:
             zyg.close()
         subreaper(False)
-        reap()                          # the orphans killed with their jobs
+        reap_orphans()                  # those killed with their jobs
         shutil.rmtree(home, ignore_errors=True)
     return done
 

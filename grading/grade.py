@@ -375,6 +375,7 @@ def grade_fast(entries: list[Path], autograder: Path, jobs: int, timeout: float,
         import fastgrade
         import integrity
     scratch = Path(tempfile.mkdtemp(prefix="grade-"))
+    lock = None
     try:
         ag = fastgrade.unpack_autograder(autograder, scratch / "autograder")
         try:
@@ -397,12 +398,23 @@ def grade_fast(entries: list[Path], autograder: Path, jobs: int, timeout: float,
             os.chmod(engine / m, 0o644)
         os.chmod(engine, 0o755)
         os.chmod(scratch, 0o711)
-        own = who is not None and _own_uids_run(who[1], fastgrade.JOB_UIDS)
+        base = 0
+        if who is not None:
+            try:
+                base, lock = fastgrade.claim_uids()
+            except RuntimeError as ex:
+                raise SystemExit(f"grade: {ex}") from None
+            except OSError as ex:       # no /run to lock in: a block at random, unlocked
+                base = secrets.randbelow(fastgrade.UID_BLOCKS) * fastgrade.UID_BLOCK
+                print(f"grade: warning: cannot lock a block of grading uids in "
+                      f"{fastgrade.UID_LOCKS} ({ex.strerror}): another grade.py run at the "
+                      "same time may take the same uids", file=sys.stderr)
+        own = who is not None and _own_uids_run(who[1], fastgrade.JOB_UIDS + base)
         if who is not None and not own:
-            print(f"grade: warning: a uid of no account ({fastgrade.JOB_UIDS}) cannot run "
-                  f"{sys.executable} here: every submission runs as the one sandbox user, and "
-                  "two graded side by side could reach each other (use --jobs 1); the grading "
-                  "processes stay root", file=sys.stderr)
+            print(f"grade: warning: a uid of no account ({fastgrade.JOB_UIDS + base}) cannot run "
+                  f"{sys.executable} here: every submission runs as the one sandbox user, one at "
+                  "a time, and the grading processes stay root", file=sys.stderr)
+            jobs = 1
         # the tests are read before the children run: no submission can read them, and with
         # uids of their own the grading processes read them through their group (GRADER_GID)
         for p in [ag, *ag.rglob("*")]:
@@ -443,8 +455,14 @@ def grade_fast(entries: list[Path], autograder: Path, jobs: int, timeout: float,
             todo.append((r.student, work, tdir,
                          lambda owner, e=e, work=work, tdir=tdir: prepare(e, work, tdir, owner)))
         os.chmod(scratch / "work", 0o711)
-        done = fastgrade.run_all(todo, ag / "tests", jobs, timeout, memory_mb, who, ag / "files", lab,
-                                 engine, own)
+        try:
+            done = fastgrade.run_all(todo, ag / "tests", jobs, timeout, memory_mb, who, ag / "files",
+                                     lab, engine, own, base)
+        finally:
+            if own:             # every process of the run's uids is gone: what they left in /tmp too
+                fastgrade.remove_files_of(
+                    {first + base + n for first in (fastgrade.JOB_UIDS, fastgrade.GRADER_UIDS)
+                     for n in range(len(todo))})
         # every process is gone: the tests may be read here now, to know which read the results
         measured = {p.stem for p in (ag / "tests").glob("*.py")
                     if integrity.reads_results(p.read_text(errors="replace"))}
@@ -505,6 +523,8 @@ def grade_fast(entries: list[Path], autograder: Path, jobs: int, timeout: float,
         return [results[k] for k in sorted(results)]
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+        if lock is not None:
+            os.close(lock)
 
 
 def _entry_name(e: Path) -> str:

@@ -570,3 +570,72 @@ def test_the_grading_process_runs_as_a_uid_of_its_own_and_only_it_reads_the_test
     assert float(row["qwho"]) == 1 and float(row["score"]) == FULL + 1, fb
     m = re.search(r"TESTS (\d+) (\d+)", fb)
     assert m and int(m.group(1)) >= 1 and int(m.group(2)) == 0, fb
+
+
+# The first notebook leaves a set-user-ID copy of `id` in /tmp (as its own uid); the second runs
+# it and reports the ids it ran with.
+PLANT = """
+import os as _os, shutil as _sh
+_sh.copy("/usr/bin/id", "{path}")
+_os.chmod("{path}", 0o4755)
+raise RuntimeError(f"PLANTED u{{_os.getuid()}}")
+"""
+USE = """
+import os as _os, subprocess as _sp
+_r = _sp.run(["{path}"], capture_output=True, text=True)
+raise RuntimeError(f"RAN u{{_os.getuid()}} [{{_r.stdout.strip()}}]")
+"""
+
+
+def test_a_file_one_job_leaves_gives_the_next_no_uid_and_is_removed(dist, tmp_path):
+    """As an instructor runs it: a set-user-ID file that one submission leaves in /tmp runs, for
+    the next, as the next's own uid (no process of a job gains a privilege), and the grader
+    removes what the run's uids left in /tmp."""
+    if os.geteuid() != 0:
+        pytest.skip("the grading uids are root's to give")
+    if os.statvfs("/tmp").f_flag & os.ST_NOSUID:
+        pytest.skip("/tmp is nosuid here: a set-user-ID file there gives nothing anyway")
+    assert GRADER_PYTHON.is_file(), f"no {GRADER_PYTHON}: make grader-venv"
+    path = f"/tmp/cclab-plant-{os.getpid()}"
+    subs = tmp_path / "subs"
+    for who, cell in (("a_plant", PLANT), ("b_use", USE)):
+        nb = nbformat.read(dist["master"], as_version=4)
+        nb.cells.append(nbformat.v4.new_code_cell(cell.format(path=path)))
+        fixtures.lab1_submission(subs / who, dist["master"], real=1 if who == "a_plant" else 2)
+        nbformat.write(nb, subs / who / "lab1.ipynb")
+    out = tmp_path / "graded"
+    try:
+        r = subprocess.run([str(GRADER_PYTHON), str(KIT / "grading" / "grade.py"), str(subs),
+                            "--autograder", str(dist["zip"]), "--out", str(out), "--jobs", "1",
+                            "--timeout", "120"], capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0 and "warning" not in r.stderr, r.stderr[-2000:]
+        planted = (out / "feedback" / "a_plant.txt").read_text()
+        used = (out / "feedback" / "b_use.txt").read_text()
+        assert re.search(r"PLANTED u\d+", planted), planted
+        m = re.search(r"RAN u(\d+) \[uid=(\d+)\S* gid=\d+\S*(?: euid=(\d+))?", used)
+        assert m, used
+        assert m.group(1) == m.group(2) and m.group(3) is None, used      # its own uid only
+        assert not os.path.lexists(path), "the planted file outlived the run"
+    finally:
+        if os.path.lexists(path):
+            os.unlink(path)
+
+
+def test_each_run_takes_a_block_of_uids_no_other_run_holds(tmp_path):
+    base, lock = fastgrade.claim_uids(tmp_path / "locks")
+    other, lock2 = fastgrade.claim_uids(tmp_path / "locks")
+    assert base != other and 0 <= base < fastgrade.UID_BLOCK * fastgrade.UID_BLOCKS
+    assert base % fastgrade.UID_BLOCK == 0 and fastgrade.JOB_UIDS + base + fastgrade.UID_BLOCK <= fastgrade.GRADER_UIDS
+    os.close(lock)
+    os.close(lock2)
+    taken = []
+    for b in range(fastgrade.UID_BLOCKS - 1):       # all but one held: the last is the one left
+        fd = os.open(tmp_path / "locks" / f"block-{b}", os.O_RDWR | os.O_CREAT)
+        __import__("fcntl").flock(fd, __import__("fcntl").LOCK_EX)
+        taken.append(fd)
+    base, lock = fastgrade.claim_uids(tmp_path / "locks")
+    assert base == (fastgrade.UID_BLOCKS - 1) * fastgrade.UID_BLOCK
+    with pytest.raises(RuntimeError, match="held by another run"):
+        fastgrade.claim_uids(tmp_path / "locks")
+    for fd in taken + [lock]:
+        os.close(fd)
