@@ -233,6 +233,9 @@ def test_reference_bands_follow_the_students_rate(tmp_path):
     # below the lab's band, inside the student's: accepted; above the student's: refused
     assert labkit.outside_bands("lab1", "throughput_mbps", pd.Series({"wired/cubic": lo * k * 1.01}), sub) == []
     assert labkit.outside_bands("lab1", "throughput_mbps", pd.Series({"wired/cubic": hi * k * 1.01}), sub)
+    # a busy host lowers a throughput: down to half the lower edge it is the lab's setup still
+    assert labkit.outside_bands("lab1", "throughput_mbps", pd.Series({"wired/cubic": lo * k * 0.51}), sub) == []
+    assert labkit.outside_bands("lab1", "throughput_mbps", pd.Series({"wired/cubic": lo * k * 0.49}), sub)
     # Vegas' diff does not follow the rate; its queue over the smoothed RTT does
     dlo, _ = labkit.band("lab1", "quick", "vegas_diff_pkts", "wired/vegas")
     assert labkit.outside_bands("lab1", "vegas_diff_pkts", pd.Series({"wired/vegas": dlo * 0.99}), sub)
