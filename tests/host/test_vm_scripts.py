@@ -209,7 +209,9 @@ def test_a_killed_run_leaves_no_guest_and_no_lock(fake_guest):
     import signal
     import time
     env, fake = fake_guest
-    p = subprocess.Popen(["vm/run.sh", "--", "true"], cwd=KIT, env={**env, "CCLAB_VM_BOOT_LIMIT": "60"},
+    # its control folder, which a SIGKILL leaves, goes in the test's own folder, not /tmp
+    p = subprocess.Popen(["vm/run.sh", "--", "true"], cwd=KIT,
+                         env={**env, "CCLAB_VM_BOOT_LIMIT": "60", "TMPDIR": str(fake)},
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 20
     while not (fake / "pid-1").exists() and time.monotonic() < deadline:
