@@ -539,20 +539,13 @@ def student_child(work: Path, names: list[str], out: int, inp: int, memory_mb: i
     os._exit(4)
 
 
-def _close_others(keep: set[int], open_fds: set[int] | None = None) -> None:
-    """Close the other jobs' channels (open_fds), or every descriptor above 2 but `keep`."""
-    if open_fds is None:
-        lo = 3
-        for fd in sorted(keep) + [resource.getrlimit(resource.RLIMIT_NOFILE)[0]]:
-            if fd >= lo:
-                os.closerange(lo, fd)
-                lo = fd + 1
-        return
-    for fd in open_fds - keep:
-        try:
-            os.close(fd)
-        except OSError:
-            pass
+def _close_others(keep: set[int]) -> None:
+    """Close every descriptor above 2 but `keep`."""
+    lo = 3
+    for fd in sorted(keep) + [resource.getrlimit(resource.RLIMIT_NOFILE)[0]]:
+        if fd >= lo:
+            os.closerange(lo, fd)
+            lo = fd + 1
 
 
 def student_process(work: Path, names: list[str], out: int, inp: int) -> None:
@@ -979,7 +972,6 @@ def run_all(jobs: list[tuple], tests_dir: Path, parallel: int, timeout: float,
     pending = list(jobs)
     started = 0
     running: dict[str, dict] = {}
-    open_fds: set[int] = set()
     done: dict[str, dict] = {}
     sel = selectors.DefaultSelector()
     if user is not None and own_uids and len(jobs) > UID_BLOCK:
@@ -1044,7 +1036,6 @@ def run_all(jobs: list[tuple], tests_dir: Path, parallel: int, timeout: float,
         except (KeyError, ValueError):
             pass
         os.close(job["fd"])
-        open_fds.discard(job["fd"])
         res["seconds"] = round(time.monotonic() - job["began"], 2)
         done[student] = res
         del running[student]
@@ -1072,7 +1063,6 @@ def run_all(jobs: list[tuple], tests_dir: Path, parallel: int, timeout: float,
                 b_in, a_out = os.pipe()         # student -> grader
                 a_in, b_out = os.pipe()         # grader -> student
                 res_r, res_w = os.pipe()        # grader -> parent
-                mine = {a_out, b_in, b_out, a_in, res_r, res_w}
                 pid_a = 0
                 if zyg is not None:
                     try:
@@ -1088,13 +1078,12 @@ def run_all(jobs: list[tuple], tests_dir: Path, parallel: int, timeout: float,
                         start_student(work, names, a_out, a_in, memory_mb, job_user, engine)
                 pid_b = os.fork()
                 if pid_b == 0:
-                    # not the zygote's socket either: it forks processes as any uid it is told
-                    _close_others({b_in, b_out, res_w}, open_fds | mine | (
-                        {zyg.sock.fileno()} if zyg is not None else set()))
+                    # every descriptor but its three: not the other jobs' channels, nor the
+                    # zygote's socket (it forks processes as any uid it is told), nor the run's lock
+                    _close_others({b_in, b_out, res_w})
                     grading_process(tdir, tests_dir, b_in, b_out, res_w, memory_mb, modules, lab, grader)
                 for fd in (a_out, b_in, b_out, a_in, res_w):
                     os.close(fd)
-                open_fds.add(res_r)
                 os.set_blocking(res_r, False)
                 now = time.monotonic()
                 job = {"a": pid_a, "b": pid_b, "fd": res_r, "buf": b"", "began": now,
