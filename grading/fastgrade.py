@@ -357,15 +357,24 @@ def live_processes_of(uid: int) -> list[int]:
     return out
 
 
-def kill_all_of(uid: int, tries: int = 5) -> None:
-    """SIGKILL every process of `uid` (a helper that takes that uid signals all it may), again
-    while any is left (one forked while the signals went out)."""
+def killer_uid(uid_base: int) -> int:
+    """The run's uid that never runs a job: kill_all_of's helper keeps it as its real and saved
+    uid, so no process of a job can signal the helper (stop it before it kills them, say)."""
+    return JOB_UIDS + uid_base + UID_BLOCK - 1
+
+
+def kill_all_of(uid: int, killer: int, tries: int = 5) -> None:
+    """SIGKILL every process of `uid`, again while any is left (one forked while the signals
+    went out).  A helper with `uid` as its effective uid, `killer` as its real and saved ones,
+    sends kill(-1): it may signal every process whose real or saved uid is `uid`, and none of
+    them may signal it."""
     for _ in range(tries):
         pid = os.fork()
         if pid == 0:
             try:
                 os.setgroups([])
-                os.setuid(uid)
+                os.setresgid(GRADER_GID, GRADER_GID, GRADER_GID)
+                os.setresuid(killer, uid, killer)
                 os.kill(-1, signal.SIGKILL)     # every process of uid, not the caller itself
             except BaseException:       # noqa: BLE001 -- ESRCH: nothing left
                 pass
@@ -375,7 +384,7 @@ def kill_all_of(uid: int, tries: int = 5) -> None:
             return
 
 
-def remove_files_of(uids, places=("/tmp", "/var/tmp", "/dev/shm")) -> list[str]:
+def remove_files_of(uids, places=("/tmp", "/var/tmp", "/dev/shm", "/run/lock")) -> list[str]:
     """Remove what the uids (a run's, every process of them gone) left at the top of the
     world-writable folders; returns the paths removed."""
     import shutil
@@ -404,6 +413,18 @@ def remove_files_of(uids, places=("/tmp", "/var/tmp", "/dev/shm")) -> list[str]:
 ENGINE_FILES = ("fastgrade.py", "answers.py", "integrity.py")
 
 
+CLONE_NEWIPC = 0x08000000
+
+
+def _own_ipc() -> None:
+    """A System V IPC and POSIX message-queue namespace of the student process's own (as root;
+    elsewhere nothing changes): a shared memory segment, a semaphore or a queue it leaves dies
+    with its last process instead of holding the grader's memory after the run."""
+    if os.geteuid() == 0:
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).unshare(CLONE_NEWIPC)
+
+
 def _did_not_start(out: int, e: BaseException) -> None:
     try:
         send(out, {"status": "error", "reason": one_line(
@@ -418,6 +439,7 @@ def start_student(work: Path, names: list[str], out: int, inp: int, memory_mb: i
     place (engine: a folder holding ENGINE_FILES, readable by the sandbox user).  Never
     returns."""
     try:
+        _own_ipc()
         _sandbox(work, memory_mb, user)
         for fd in (out, inp):
             os.set_inheritable(fd, True)
@@ -527,6 +549,7 @@ def zygote(fd: int) -> None:
 def student_child(work: Path, names: list[str], out: int, inp: int, memory_mb: int, user) -> None:
     """In the zygote's fork: the sandbox, then the notebook (student_process).  Never returns."""
     try:
+        _own_ipc()
         _sandbox(work, memory_mb, user)
         _close_others({out, inp})
         os.environ.clear()
@@ -974,8 +997,8 @@ def run_all(jobs: list[tuple], tests_dir: Path, parallel: int, timeout: float,
     running: dict[str, dict] = {}
     done: dict[str, dict] = {}
     sel = selectors.DefaultSelector()
-    if user is not None and own_uids and len(jobs) > UID_BLOCK:
-        raise ValueError(f"{len(jobs)} submissions in one run: at most {UID_BLOCK}")
+    if user is not None and own_uids and len(jobs) >= UID_BLOCK:
+        raise ValueError(f"{len(jobs)} submissions in one run: at most {UID_BLOCK - 1}")
     home = Path(tempfile.mkdtemp(prefix="grade-zygote-"))
     subreaper(True)                     # the zygote's forks, and what they orphan, come here
     try:
@@ -1022,8 +1045,8 @@ def run_all(jobs: list[tuple], tests_dir: Path, parallel: int, timeout: float,
             except (ProcessLookupError, PermissionError):
                 pass
         for who in (job["user"], job["grader"]):
-            if who is not None and who[0] >= JOB_UIDS:
-                kill_all_of(who[0])             # and what left the session: the job's own uids
+            if who is not None and who[0] >= JOB_UIDS:      # and what left the session: the job's
+                kill_all_of(who[0], killer_uid(uid_base))   # own uids
         for key in ("a", "b"):
             try:
                 st = os.waitpid(job[key], 0)[1]     # reaped now, after the killpg above
@@ -1120,6 +1143,8 @@ def run_all(jobs: list[tuple], tests_dir: Path, parallel: int, timeout: float,
                     finish(student_id, job, {"status": "timeout",
                                              "reason": f"stopped after {timeout:g} s (time limit)"})
     finally:
+        for student_id, job in list(running.items()):     # stopped early: no job outlives the run
+            finish(student_id, job, {"status": "error", "reason": "grading was stopped"})
         sel.close()
         if zyg is not None:
             zyg.close()

@@ -411,10 +411,13 @@ def grade_fast(entries: list[Path], autograder: Path, jobs: int, timeout: float,
                       "same time may take the same uids", file=sys.stderr)
         own = who is not None and _own_uids_run(who[1], fastgrade.JOB_UIDS + base)
         if who is not None and not own:
-            print(f"grade: warning: a uid of no account ({fastgrade.JOB_UIDS + base}) cannot run "
-                  f"{sys.executable} here: every submission runs as the one sandbox user, one at "
-                  "a time, and the grading processes stay root", file=sys.stderr)
-            jobs = 1
+            # one shared sandbox user cannot be cleaned up after: what a notebook leaves running
+            # as that user would outlive its job and reach the next submissions
+            raise SystemExit(
+                f"grade: a uid of no account ({fastgrade.JOB_UIDS + base}) cannot run "
+                f"{sys.executable} here (a user namespace that maps only some uids?): each "
+                "submission needs a uid of its own; grade where it has one, or give --user '' "
+                "to grade unsandboxed as yourself")
         # the tests are read before the children run: no submission can read them, and with
         # uids of their own the grading processes read them through their group (GRADER_GID)
         for p in [ag, *ag.rglob("*")]:

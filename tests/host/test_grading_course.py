@@ -575,10 +575,11 @@ def test_the_grading_process_runs_as_a_uid_of_its_own_and_only_it_reads_the_test
 # The first notebook leaves a set-user-ID copy of `id` in /tmp (as its own uid); the second runs
 # it and reports the ids it ran with.
 PLANT = """
-import os as _os, shutil as _sh
+import ctypes as _ct, os as _os, shutil as _sh
 _sh.copy("/usr/bin/id", "{path}")
 _os.chmod("{path}", 0o4755)
-raise RuntimeError(f"PLANTED u{{_os.getuid()}}")
+_seg = _ct.CDLL(None).shmget({key}, 1 << 20, 0o1600)     # IPC_CREAT | 0600, never removed
+raise RuntimeError(f"PLANTED u{{_os.getuid()}} s{{_seg}}")
 """
 USE = """
 import os as _os, subprocess as _sp
@@ -590,17 +591,23 @@ raise RuntimeError(f"RAN u{{_os.getuid()}} [{{_r.stdout.strip()}}]")
 def test_a_file_one_job_leaves_gives_the_next_no_uid_and_is_removed(dist, tmp_path):
     """As an instructor runs it: a set-user-ID file that one submission leaves in /tmp runs, for
     the next, as the next's own uid (no process of a job gains a privilege), and the grader
-    removes what the run's uids left in /tmp."""
+    removes what the run's uids left in /tmp; a shared memory segment it leaves dies with it
+    (its own IPC namespace)."""
     if os.geteuid() != 0:
         pytest.skip("the grading uids are root's to give")
     if os.statvfs("/tmp").f_flag & os.ST_NOSUID:
         pytest.skip("/tmp is nosuid here: a set-user-ID file there gives nothing anyway")
     assert GRADER_PYTHON.is_file(), f"no {GRADER_PYTHON}: make grader-venv"
     path = f"/tmp/cclab-plant-{os.getpid()}"
+    key = 0x5C1AB000 + os.getpid() % 4096
+
+    def segments() -> list[int]:
+        with open("/proc/sysvipc/shm") as f:
+            return [int(line.split()[0]) for line in f.readlines()[1:]]
     subs = tmp_path / "subs"
     for who, cell in (("a_plant", PLANT), ("b_use", USE)):
         nb = nbformat.read(dist["master"], as_version=4)
-        nb.cells.append(nbformat.v4.new_code_cell(cell.format(path=path)))
+        nb.cells.append(nbformat.v4.new_code_cell(cell.format(path=path, key=key)))
         fixtures.lab1_submission(subs / who, dist["master"], real=1 if who == "a_plant" else 2)
         nbformat.write(nb, subs / who / "lab1.ipynb")
     out = tmp_path / "graded"
@@ -611,7 +618,8 @@ def test_a_file_one_job_leaves_gives_the_next_no_uid_and_is_removed(dist, tmp_pa
         assert r.returncode == 0 and "warning" not in r.stderr, r.stderr[-2000:]
         planted = (out / "feedback" / "a_plant.txt").read_text()
         used = (out / "feedback" / "b_use.txt").read_text()
-        assert re.search(r"PLANTED u\d+", planted), planted
+        assert re.search(r"PLANTED u\d+ s\d+", planted), planted      # the segment was made
+        assert key not in segments(), "the notebook's shared memory segment outlived it"
         m = re.search(r"RAN u(\d+) \[uid=(\d+)\S* gid=\d+\S*(?: euid=(\d+))?", used)
         assert m, used
         assert m.group(1) == m.group(2) and m.group(3) is None, used      # its own uid only
@@ -639,3 +647,41 @@ def test_each_run_takes_a_block_of_uids_no_other_run_holds(tmp_path):
         fastgrade.claim_uids(tmp_path / "locks")
     for fd in taken + [lock]:
         os.close(fd)
+
+
+def test_a_jobs_process_cannot_stop_the_helper_that_kills_it(tmp_path):
+    """A process of a job's uid that sends SIGSTOP to everything it may, without pause, is still
+    killed by kill_all_of, and kill_all_of returns: its helper is no process that uid may signal.
+    (Its helper used to take the job's uid, and was stopped before it could kill.)"""
+    if os.geteuid() != 0:
+        pytest.skip("the grading uids are root's to give")
+    import signal
+    import time
+    base, lock = fastgrade.claim_uids(tmp_path / "locks")
+    uid = fastgrade.JOB_UIDS + base
+    try:
+        pid = os.fork()
+        if pid == 0:                    # the job's process: stop every process it may, forever
+            try:
+                os.setgroups([])
+                os.setgid(65534)
+                os.setuid(uid)
+                while True:
+                    try:
+                        os.kill(-1, signal.SIGSTOP)
+                    except OSError:
+                        pass
+            finally:
+                os._exit(1)
+        deadline = time.monotonic() + 10
+        while uid not in [int(_s.get("Uid", "0").split("\t")[0]) for _s in
+                          [fastgrade._proc_status(str(pid))]] and time.monotonic() < deadline:
+            time.sleep(0.01)
+        r = subprocess.run([sys.executable, "-c", f"import sys; sys.path.insert(0, {str(KIT)!r}); "
+                            f"from grading import fastgrade; fastgrade.kill_all_of({uid}, "
+                            f"fastgrade.killer_uid({base}))"], timeout=60)
+        assert r.returncode == 0
+        assert os.waitpid(pid, 0)[1] == signal.SIGKILL
+        assert fastgrade.live_processes_of(uid) == []
+    finally:
+        os.close(lock)
