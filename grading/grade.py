@@ -156,11 +156,11 @@ def _submission_zip(entry: Path, work: Path) -> Path | None:
     return None
 
 
-def _run_as(uid: int, gid: int, code: str) -> subprocess.CompletedProcess:
-    """This Python running `code` as uid:gid (no other group), from /."""
+def _run_as(uid: int, gid: int, code: str, *args: str) -> subprocess.CompletedProcess:
+    """This Python running `code` (with `args` in sys.argv) as uid:gid (no other group), from /."""
     return subprocess.run(["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--",
-                           sys.executable, "-c", code], cwd="/", capture_output=True, text=True,
-                          env={"PATH": os.environ.get("PATH", ""), "HOME": "/"})
+                           sys.executable, "-c", code, *args], cwd="/", capture_output=True,
+                          text=True, env={"PATH": os.environ.get("PATH", ""), "HOME": "/"})
 
 
 def _sandbox_user(name: str | None):
@@ -350,13 +350,40 @@ def _prepare(entry: Path, work: Path, files_dir: Path, leave_out=()) -> list[str
     return left
 
 
-def _links():
-    """grading/links.py, whether this file runs as a script or as part of the package."""
+def _sibling(name: str):
+    """A module of grading/, whether this file runs as a script or as part of the package."""
+    import importlib
     try:
-        from grading import links
+        return importlib.import_module(f"grading.{name}")
     except ImportError:
-        import links
-    return links
+        return importlib.import_module(name)
+
+
+def _links():
+    return _sibling("links")
+
+
+def _refuse_exposed(who, paths) -> None:
+    """Refuse, in one line, to grade where a notebook could read the submissions folder, the
+    output folder or the course secret: a notebook runs in the grader's file system as a uid of
+    no account, so where others may read them, a submission could take a classmate's code at
+    grading time, or read the grades or the secret.  (The autograder zip may be readable: its
+    hidden tests recompute each answer from the student's own raw logs.)"""
+    probe = _sibling("fastgrade").JOB_UIDS - 1      # a uid of no account that runs no job
+    code = ("import os, sys\n"
+            "for p in sys.argv[1:]:\n"
+            "    try:\n"
+            "        os.listdir(p) if os.path.isdir(p) else open(p, 'rb').close()\n"
+            "        print(p)\n"
+            "    except OSError:\n"
+            "        pass\n")
+    existing = [(Path(p).resolve(), what) for p, what in paths if Path(p).exists()]
+    r = _run_as(probe, who[1], code, *[str(p) for p, _ in existing])
+    readable = set(r.stdout.split("\n"))
+    for p, what in existing:
+        if str(p) in readable:
+            raise SystemExit(f"grade: {p} can be read by other users, so the notebooks being "
+                             f"graded could read {what}: chmod 700 it, or a folder above it")
 
 
 def _own_uids_run(gid: int, uid: int) -> bool:
@@ -645,6 +672,10 @@ def grade_all(submissions: Path, autograder: Path, out: Path, jobs: int = 2,
     autograder = Path(autograder).resolve()
     out = Path(out)
     who = _sandbox_user(user)                   # before anything is written: it may refuse
+    if who is not None:
+        _refuse_exposed(who, [(Path(submissions), "the classmates' submissions"),
+                              (out, "the grades made before"),
+                              *([(Path(secret), "the course secret")] if secret is not None else [])])
     lab = lab or autograder.name.split("-autograder")[0]
     entries = sorted(p for p in Path(submissions).iterdir()
                      if p.is_dir() or p.suffix == ".zip")

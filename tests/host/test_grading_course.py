@@ -685,3 +685,33 @@ def test_a_jobs_process_cannot_stop_the_helper_that_kills_it(tmp_path):
         assert fastgrade.live_processes_of(uid) == []
     finally:
         os.close(lock)
+
+
+def test_grading_refuses_where_a_notebook_could_read_the_class(dist, tmp_path):
+    """As root: a submissions folder that other users may read (a notebook graded from it could
+    take a classmate's code) is refused in one line, before anything is written; made private,
+    the same folder is graded."""
+    if os.geteuid() != 0:
+        pytest.skip("only root grades as other users")
+    assert GRADER_PYTHON.is_file(), f"no {GRADER_PYTHON}: make grader-venv"
+    import tempfile
+    shared = Path(tempfile.mkdtemp(prefix="cclab-shared-", dir="/tmp"))
+    try:
+        os.chmod(shared, 0o755)
+        subs = shared / "subs"
+        fixtures.lab1_submission(subs / "alice", dist["master"], real=1)
+        for p in [subs, *subs.rglob("*")]:
+            os.chmod(p, 0o755 if p.is_dir() else 0o644)
+        out = tmp_path / "graded"
+        argv = [str(GRADER_PYTHON), str(KIT / "grading" / "grade.py"), str(subs), "--autograder",
+                str(dist["zip"]), "--out", str(out), "--timeout", "120"]
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+        assert r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+        assert f"{subs} can be read by other users" in r.stderr and "classmates' submissions" in r.stderr
+        assert not out.exists()
+        os.chmod(shared, 0o700)
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, r.stderr[-2000:]
+        assert float(rows(out)["alice"]["score"]) == FULL
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
