@@ -673,7 +673,9 @@ def grade_all(submissions: Path, autograder: Path, out: Path, jobs: int = 2,
     out = Path(out)
     who = _sandbox_user(user)                   # before anything is written: it may refuse
     if who is not None:
-        _refuse_exposed(who, [(Path(submissions), "the classmates' submissions"),
+        subs = Path(submissions)                # the folder and each entry: ids can be guessed
+        _refuse_exposed(who, [*[(e, "the classmates' submissions")
+                                 for e in [subs, *(subs.iterdir() if subs.is_dir() else [])]],
                               (out, "the grades made before"),
                               *([(Path(secret), "the course secret")] if secret is not None else [])])
     lab = lab or autograder.name.split("-autograder")[0]

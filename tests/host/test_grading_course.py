@@ -709,6 +709,9 @@ def test_grading_refuses_where_a_notebook_could_read_the_class(dist, tmp_path):
         assert r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1, r.stderr
         assert f"{subs} can be read by other users" in r.stderr and "classmates' submissions" in r.stderr
         assert not out.exists()
+        os.chmod(subs, 0o711)           # not listed, but an entry may be opened by its name
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+        assert r.returncode != 0 and f"{subs / 'alice'} can be read by other users" in r.stderr, r.stderr
         os.chmod(shared, 0o700)
         r = subprocess.run(argv, capture_output=True, text=True, timeout=600)
         assert r.returncode == 0, r.stderr[-2000:]
