@@ -357,6 +357,11 @@ def live_processes_of(uid: int) -> list[int]:
     return out
 
 
+def job_uids(uid_base: int, n: int) -> tuple[int, int]:
+    """Job n's two uids in the run's block: its student process's and its grading process's."""
+    return JOB_UIDS + uid_base + n, GRADER_UIDS + uid_base + n
+
+
 def killer_uid(uid_base: int) -> int:
     """The run's uid that never runs a job: kill_all_of's helper keeps it as its real and saved
     uid, so no process of a job can signal the helper (stop it before it kills them, say)."""
@@ -1069,8 +1074,9 @@ def run_all(jobs: list[tuple], tests_dir: Path, parallel: int, timeout: float,
             while pending and len(running) < parallel:
                 student, work, tdir, *prep = pending.pop(0)
                 own = user is not None and own_uids
-                job_user = (JOB_UIDS + uid_base + started, user[1]) if own else user
-                grader = (GRADER_UIDS + uid_base + started, GRADER_GID) if own else None
+                student_uid, grader_uid = job_uids(uid_base, started)
+                job_user = (student_uid, user[1]) if own else user
+                grader = (grader_uid, GRADER_GID) if own else None
                 started += 1
                 if prep and prep[0] is not None:
                     try:

@@ -491,8 +491,7 @@ def grade_fast(entries: list[Path], autograder: Path, jobs: int, timeout: float,
         finally:
             if own:             # every process of the run's uids is gone: what they left in /tmp too
                 fastgrade.remove_files_of(
-                    {first + base + n for first in (fastgrade.JOB_UIDS, fastgrade.GRADER_UIDS)
-                     for n in range(len(todo))})
+                    {u for n in range(len(todo)) for u in fastgrade.job_uids(base, n)})
         # every process is gone: the tests may be read here now, to know which read the results
         measured = {p.stem for p in (ag / "tests").glob("*.py")
                     if integrity.reads_results(p.read_text(errors="replace"))}
