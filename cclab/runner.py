@@ -27,7 +27,8 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import ccas, dynamics, measure, measurements, provenance, results, state, tc, topo
+from . import (ccas, dynamics, interrupts, measure, measurements, provenance, results, state,
+               tc, topo)
 from .spec import Experiment
 
 # iperf3's connection timeout (s), for the control and data connections.  On a path whose queue
@@ -75,10 +76,6 @@ class UdpHandshakeLost(RunError):
     reply).  Nothing is wrong with the spec; another run draws other losses."""
 
 
-class Interrupted(KeyboardInterrupt):
-    """SIGTERM or SIGHUP, handled like Ctrl-C."""
-
-
 # ---------------------------------------------------------------- preflight
 
 def preflight(exp: Experiment, command: str = "cclab run") -> None:
@@ -105,33 +102,6 @@ def ensure_ccas(exp: Experiment) -> dict:
 
 def iso(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, timezone.utc).isoformat(timespec="milliseconds")
-
-
-# ---------------------------------------------------------------- signals
-
-@contextmanager
-def signals_raise(raising=None):
-    """SIGTERM and SIGHUP interrupt the run like Ctrl-C does (or raise `raising(signal name)`)."""
-    def handler(signum, frame):
-        raise (raising or Interrupted)(signal.Signals(signum).name)
-    old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGHUP)}
-    try:
-        yield
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
-
-
-@contextmanager
-def signals_held():
-    """Cleanup must finish: hold off Ctrl-C and SIGTERM while it runs."""
-    sigs = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-    old = {s: signal.signal(s, signal.SIG_IGN) for s in sigs}
-    try:
-        yield
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
 
 
 # ---------------------------------------------------------------- a network kept between runs
@@ -186,14 +156,15 @@ def keep_network():
     its own qdiscs and sysctls (topo.settings_scripts); a run that fails or is interrupted
     takes its network down, and the last one goes when the outermost block ends, however it
     ends.  The machine stays claimed (state.RunState) from the first run to the end."""
-    _kept.depth += 1
-    try:
-        yield
-    finally:
-        _kept.depth -= 1
-        if _kept.depth == 0:
-            with signals_held():
-                _kept.drop()
+    with interrupts.interruptible():
+        _kept.depth += 1
+        try:
+            yield
+        finally:
+            _kept.depth -= 1
+            if _kept.depth == 0:
+                with interrupts.held():
+                    _kept.drop()
 
 
 # ---------------------------------------------------------------- one run
@@ -256,6 +227,40 @@ class Run:
 
     # -- the run
     def execute(self, modules: dict) -> Path:
+        """The run, from claiming the machine to the finished manifest.  The first signal
+        (interrupts.interruptible) stops it; its clean-up runs to the end whatever comes after.
+        A signal during the set-up, before the clean-up is in place, waits for it."""
+        with interrupts.interruptible():
+            with interrupts.held(pending="keep"):
+                self._set_up(modules)
+            try:
+                interrupts.check()
+                self._run()
+                self.manifest["status"] = "complete"
+            except KeyboardInterrupt as e:
+                self.errors.append(f"interrupted ({e.args[0] if e.args else 'SIGINT'})")
+                raise
+            except Exception as e:
+                self.errors.append(f"{type(e).__name__}: {e}")
+                raise
+            finally:
+                with interrupts.held():
+                    self.asking.join()
+                    self.manifest["kit"] = (self.kit[0] if self.kit
+                                            else {"commit": None, "note": "git failed"})
+                    self._cleanup()
+                    self._tables()
+                    if self.errors:
+                        self.manifest["status"] = "incomplete"
+                        self.manifest["error"] = "; ".join(self.errors)
+                    self.manifest["warnings"] = self.warnings
+                    self.manifest["end"] = iso(time.time())
+                    results.write_json(self.dir / "manifest.json", self.manifest)
+        return self.dir
+
+    def _set_up(self, modules: dict) -> None:
+        """Claim the machine (or take the kept network), make the run folder and write the
+        manifest marked incomplete."""
         exp = self.exp
         kept, record = _kept.take(exp)
         if kept is not None:
@@ -274,10 +279,10 @@ class Run:
                 _tear_down(record, kept)
             raise
         # git answers while the network is built (0.7 s of the software-emulated VM's time)
-        kit = []
-        asking = threading.Thread(target=lambda: kit.append(provenance.kit_commit()),
-                                  daemon=True)
-        asking.start()
+        self.kit = []
+        self.asking = threading.Thread(target=lambda: self.kit.append(provenance.kit_commit()),
+                                       daemon=True)
+        self.asking.start()
         self.t0 = time.time()
         self.mono0 = time.monotonic()
         self.manifest = {
@@ -294,29 +299,6 @@ class Run:
             "beside": dict(results.BESIDE),
         }
         results.write_json(self.dir / "manifest.json", self.manifest)
-        try:
-            with signals_raise():
-                self._run()
-            self.manifest["status"] = "complete"
-        except KeyboardInterrupt as e:
-            self.errors.append(f"interrupted ({e.args[0] if e.args else 'SIGINT'})")
-            raise
-        except Exception as e:
-            self.errors.append(f"{type(e).__name__}: {e}")
-            raise
-        finally:
-            with signals_held():
-                asking.join()
-                self.manifest["kit"] = kit[0] if kit else {"commit": None, "note": "git failed"}
-                self._cleanup()
-                self._tables()
-                if self.errors:
-                    self.manifest["status"] = "incomplete"
-                    self.manifest["error"] = "; ".join(self.errors)
-                self.manifest["warnings"] = self.warnings
-                self.manifest["end"] = iso(time.time())
-                results.write_json(self.dir / "manifest.json", self.manifest)
-        return self.dir
 
     def _run(self) -> None:
         exp = self.exp

@@ -20,7 +20,7 @@ import re
 import signal
 import sys
 
-from . import runner, state, topo
+from . import interrupts, runner, state, topo
 from .spec import Experiment
 
 
@@ -80,18 +80,19 @@ def shell(exp: Experiment, stdin=None) -> int:
         st.acquire()
     except RuntimeError as e:
         raise runner.RunError(str(e)) from None
-    net = topo.Network(exp, on_node=st.add_node)
-    try:
-        with runner.signals_raise(ShellEnded):
+    # SIGTERM or SIGHUP ends the shell; Ctrl-C stays Mininet's (it ends one command)
+    with interrupts.interruptible(ShellEnded, sigint=False):
+        net = topo.Network(exp, on_node=st.add_node)
+        try:
             net.start()
             from mininet.log import setLogLevel
             setLogLevel("output")        # the CLI's answers are Mininet's "output" log level
             print(banner(exp), flush=True)
             kit_cli()(net.net, stdin=stdin or sys.stdin)
-        return 0
-    finally:
-        with runner.signals_held():
-            left = st.tear_down(net.stop)
-            if left:
-                print(f"cclab shell: processes still in its namespaces: {left}; run `cclab clean`",
-                      file=sys.stderr)
+            return 0
+        finally:
+            with interrupts.held():
+                left = st.tear_down(net.stop)
+                if left:
+                    print(f"cclab shell: processes still in its namespaces: {left}; "
+                          "run `cclab clean`", file=sys.stderr)

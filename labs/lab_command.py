@@ -209,7 +209,9 @@ def lab5_paths() -> int:
     except Exception as e:
         return fail(f"lab5-paths: {type(e).__name__}: {e}".splitlines()[0], 1)
     finally:
-        ALLOWED.write_text(" ".join(before))
+        from cclab import interrupts
+        with interrupts.held(pending="drop"):
+            ALLOWED.write_text(" ".join(before))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -219,9 +221,10 @@ def main(argv: list[str] | None = None) -> int:
     if args == ["lab5-paths"]:
         if os.geteuid() != 0:
             return fail("must run as root (the lab user runs it through sudo)", 2)
-        signal.signal(signal.SIGTERM, signal.default_int_handler)
-        signal.signal(signal.SIGHUP, signal.default_int_handler)
-        return lab5_paths()
+        sys.path.insert(0, str(KIT))
+        from cclab import interrupts
+        with interrupts.interruptible():
+            return lab5_paths()
     try:
         lab, mode, dest, ccas, enrolled = parse(args)
         who = caller()
@@ -243,32 +246,43 @@ def main(argv: list[str] | None = None) -> int:
         enrolled = {"id": sid, "code": code}
     if can_write(dest, who) != 0:
         return 1
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
-    signal.signal(signal.SIGHUP, signal.default_int_handler)
+    from cclab import interrupts
     stop_when_input_ends()
-    STAGING.mkdir(parents=True, exist_ok=True)
-    staged = Path(tempfile.mkdtemp(prefix=f"cclab-{lab}-{who.pw_name}-", dir=STAGING))
+    # The first SIGINT, SIGTERM or SIGHUP stops the run; later ones (sudo relays the notebook's
+    # SIGINT while the end of input sends another) cannot cut its clean-up short.
+    with interrupts.interruptible():
+        with interrupts.held(pending="keep"):
+            STAGING.mkdir(parents=True, exist_ok=True)
+            staged = Path(tempfile.mkdtemp(prefix=f"cclab-{lab}-{who.pw_name}-", dir=STAGING))
+        try:
+            interrupts.check()
+            return run_and_hand_over(lab, mode, staged, dest, who, ccas, enrolled, labkit)
+        except KeyboardInterrupt:
+            return fail(f"{lab}: interrupted; nothing of this run was kept", 130)
+        except Exception as e:                                # the run's own one-line reason
+            return fail(f"{lab}: {type(e).__name__}: {e}".splitlines()[0], 1)
+        except SystemExit as e:                               # code that exits: still one line
+            return fail(f"{lab}: the run exited ({e.code!r}); nothing of it was kept", 1)
+        finally:
+            with interrupts.held(pending="drop"):
+                shutil.rmtree(staged, ignore_errors=True)
+
+
+def run_and_hand_over(lab, mode, staged, dest, who, ccas, enrolled, labkit) -> int:
+    """Run the lab into the staging folder, then hand its results to the caller."""
+    from cclab import interrupts
     say = lambda line: print(line, flush=True)         # noqa: E731
-    try:
-        if LABS[lab] == "labkit":
-            labkit.run_lab(lab, mode, root=staged, ccas=ccas, progress=say, who=enrolled)
-        else:
-            import kmodlab
-            kmodlab.run(lab, mode, root=staged, progress=say, who=enrolled)
-        signal.signal(signal.SIGINT, signal.SIG_IGN)     # the hand-over runs to its end
+    if LABS[lab] == "labkit":
+        labkit.run_lab(lab, mode, root=staged, ccas=ccas, progress=say, who=enrolled)
+    else:
+        import kmodlab
+        kmodlab.run(lab, mode, root=staged, progress=say, who=enrolled)
+    with interrupts.held(pending="drop"):               # the hand-over runs to its end
         give(staged, who)
         if hand_over(lab, staged, dest, who) != 0:
             return 1
         say(f"{lab}: {mode} results in {labkit.lab_dir(lab, dest)}")
-        return 0
-    except KeyboardInterrupt:
-        return fail(f"{lab}: interrupted; nothing of this run was kept", 130)
-    except Exception as e:                                # the run's own one-line reason
-        return fail(f"{lab}: {type(e).__name__}: {e}".splitlines()[0], 1)
-    except SystemExit as e:                               # code that exits: still one line
-        return fail(f"{lab}: the run exited ({e.code!r}); nothing of it was kept", 1)
-    finally:
-        shutil.rmtree(staged, ignore_errors=True)
+    return 0
 
 
 if __name__ == "__main__":

@@ -35,3 +35,24 @@ def scratch_for(user: pwd.struct_passwd, lab: str) -> Path:
 
 def namespaces() -> set[str]:
     return set(subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split())
+
+
+def in_other_netns() -> dict[int, str]:
+    """{pid: command line} of every process in a network namespace other than the VM's own:
+    what a run's Mininet network holds (its nodes' namespaces are not in `ip netns`)."""
+    def netns(pid):
+        try:
+            return os.readlink(f"/proc/{pid}/ns/net")
+        except OSError:
+            return None
+    root = netns(1)
+    found = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            ns = netns(d)
+            if ns is not None and ns != root:
+                try:
+                    found[int(d)] = Path(f"/proc/{d}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+                except OSError:
+                    pass
+    return found

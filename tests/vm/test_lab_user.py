@@ -18,7 +18,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from lab_notebooks import lab_user, namespaces, scratch_for
+from lab_notebooks import in_other_netns, lab_user, namespaces, scratch_for
 
 UNIT = "/etc/systemd/system/cclab-jupyter.service"
 TOKEN_FILE = "/etc/cclab/jupyter-token"
@@ -214,6 +214,7 @@ def test_interrupting_the_notebooks_run_stops_it_cleans_up_and_keeps_earlier_res
     for p in (earlier, earlier / "earlier.txt"):
         os.chown(p, user.pw_uid, user.pw_gid)
     before = namespaces()
+    held_before = set(in_other_netns())
     staged_before = set(Path("/var/tmp").glob("cclab-lab1-*"))
     script = ("import sys; sys.path.insert(0, sys.argv[1]); import labkit; "
               "labkit.run_lab('lab1', 'quick', root=sys.argv[2])")
@@ -254,4 +255,6 @@ def test_interrupting_the_notebooks_run_stops_it_cleans_up_and_keeps_earlier_res
     left = subprocess.run(["pgrep", "-a", "-x", "iperf3|tcpdump|dumpcap|ping"],
                           capture_output=True, text=True).stdout
     assert not left.strip(), left
+    held = {pid: cmd for pid, cmd in in_other_netns().items() if pid not in held_before}
+    assert not held, f"processes left in the run's network namespaces: {held}"
     shutil.rmtree(dest)
