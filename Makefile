@@ -10,16 +10,16 @@ VM_TIMEOUT ?= 4500
 help:
 	@echo "make check      host-only tests (fast)"
 	@echo "make test       host tests and module builds (the QEMU image built beside them), then test-student"
-	@echo "make test-guest the tests that boot the test guest from the host, the in-VM suite as root, the module tests on 6.12"
-	@echo "make test-all   make test, then make test-guest (what CI runs before test-vagrant)"
+	@echo "make test-guest the in-VM suite as root in the test guest (its tests not marked nightly)"
+	@echo "make test-all   make test, then make test-guest (what CI runs)"
 	@echo "make vm-image   build (or reuse) the QEMU lab image"
-	@echo "make vm-test    the tests that boot the guest from the host, then the in-VM suite"
+	@echo "make vm-test    the in-VM suite (not nightly) in the test guest"
 	@echo "make vm-test-kernel2  the in-VM module tests (tests/vm/test_kmod.py) not marked nightly on the image's second"
 	@echo "                      kernel, Debian's 6.12 (make vm-test-kernel2-long runs them all)"
 	@echo "make test-student  the student release's VM under systemd, every lab in JupyterLab through a headless browser"
 	@echo "make grader-venv   a Python the grader's sandbox user can run (/opt/cclab-grader)"
-	@echo "make test-nightly  the tests kept out of make test for their time (marked nightly), on both kernels"
-	@echo "make test-vagrant  vagrant up with vagrant-libvirt from a clean clone (not in make test)"
+	@echo "make test-nightly  what CI leaves out for its time: the tests marked nightly, tests/vmhost, the module tests on 6.12"
+	@echo "make test-vagrant  vagrant up with vagrant-libvirt from a clean clone (nightly: .ci/nightly)"
 	@echo "make scorecard  run the lab masters in the VM (MODE=quick|full, LABS=...) and regenerate docs/scorecard.md"
 
 check: host-tests kmod-test
@@ -59,7 +59,6 @@ VM_PYTEST = python3 -m pytest $(TIMED_PYTEST_ARGS)
 vm_suite = sh -c 'vm/guest-diag.sh start; echo "[guest] kernel $$(uname -r)"; \
 	  $(VM_PYTEST) $(if $(1),-m "$(1)") $(2); rc=$$?; vm/guest-diag.sh report; exit $$rc'
 vm-test: vm-image
-	$(PYTHON) -m pytest $(TIMED_PYTEST_ARGS) -m "not nightly" tests/vmhost
 	vm/run.sh --timeout $(VM_TIMEOUT) -- $(call vm_suite,not nightly,tests/vm)
 
 # The in-VM tests marked nightly, on the default kernel: SEARCH's two long experiments (the GEO
@@ -84,10 +83,12 @@ vm-test-kernel2-long: vm-image
 	vm/run.sh --kernel $(VM_KERNEL2) --timeout $(VM_KERNEL2_TIMEOUT) -- \
 	  $(call vm_suite,,tests/vm/test_kmod.py)
 
-# The nightly tests that boot guests from the host: `make scorecard` as the README writes it, in
-# a clean clone.  The in-VM ones have their own guest steps (vm-test-long, vm-test-kernel2-long).
+# The tests that boot guests from the host (tests/vmhost): the README's vm/run.sh commands,
+# vm/experiment.sh, exit status and interrupts, and `make scorecard` as the README writes it, in a
+# clean clone.  Nightly, for CI's time.  The in-VM nightly tests have their own guest steps
+# (vm-test-long, vm-test-kernel2-long).
 vm-test-nightly: vm-image
-	$(PYTHON) -m pytest -v -p no:cacheprovider -s -m nightly tests/vmhost
+	$(PYTHON) -m pytest $(TIMED_PYTEST_ARGS) -s tests/vmhost
 
 # The grader runs each submission as `nobody` when run as root, so it needs a Python nobody can
 # run (one under /root is not): a venv of the system's python3 with grading/requirements.txt.
@@ -134,16 +135,15 @@ test:
 	$(MAKE) --no-print-directory test-student
 	@echo "== $$(date -u +%T) make test: done"
 
-# make test-guest: the tests that boot the test guest from the host (tests/vmhost), the in-VM
-# suite as root in a guest without systemd (tests/vm: the engine, link emulation, the modules and
-# their stress matrix, the lab command), then the module tests on the image's 6.12 kernel.  The
-# module tests load the host's W=1 build when make kmod-build (or make test) kept one for these
-# sources, and compile in the guest otherwise.
+# make test-guest: the in-VM suite as root in a guest without systemd (tests/vm, the tests not
+# marked nightly: the engine's error and clean-up paths, link emulation, the modules and their
+# stress matrix, the lab command as the lab user).  The module tests load the host's W=1 build
+# when make kmod-build (or make test) kept one for these sources, and compile in the guest
+# otherwise.  What it leaves for CI's time (tests/vmhost, the module tests on 6.12, the tests
+# marked nightly) is make test-nightly.
 test-guest:
-	@echo "== $$(date -u +%T) make test-guest: the tests that boot the guest, the in-VM suite"
+	@echo "== $$(date -u +%T) make test-guest: the in-VM suite"
 	$(MAKE) --no-print-directory vm-test
-	@echo "== $$(date -u +%T) make test-guest: the module tests on the image's $(VM_KERNEL2) kernel"
-	$(MAKE) --no-print-directory vm-test-kernel2
 	@echo "== $$(date -u +%T) make test-guest: done"
 
 test-all: test
@@ -152,13 +152,14 @@ test-all: test
 # `vagrant up` for real (tests/vagrant): a clean clone of this repository, a libvirt box made from
 # the QEMU image (vm/vagrant-box.sh), vagrant-libvirt under software emulation where KVM cannot run
 # a guest, the JupyterLab URL, the forwarded port, a quick lab 1 run over `vagrant ssh`, and
-# `vagrant destroy`. Not part of make test (7-12 min under emulation): CI runs it after make test when
-# the time limit leaves room (.ci/run). Needs root, vagrant,
-# vagrant-libvirt and a running libvirtd.
+# `vagrant destroy`. Not part of make test or CI (6-7 min under emulation): .ci/nightly runs it
+# after make test-nightly, installing libvirt itself. Needs root, vagrant, vagrant-libvirt and a
+# running libvirtd.
 .PHONY: test-vagrant
 test-vagrant:
 	$(PYTHON) -m pytest -v -p no:cacheprovider -s tests/vagrant
 
+# What CI leaves out for its time (.ci/nightly runs it, then make test-vagrant).
 test-nightly: vm-test-nightly vm-test-long vm-test-kernel2-long
 
 # The repository a course hands to students (no solutions, hidden tests or grading material).

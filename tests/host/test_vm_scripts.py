@@ -98,7 +98,7 @@ def test_provision_refuses_non_root():
 def test_vagrantfile_validates():
     if not shutil.which("vagrant"):
         if os.environ.get("CI"):
-            pytest.fail("vagrant is not installed (.ci/run installs it)")
+            pytest.fail("vagrant is not installed (.ci/prereq installs it)")
         pytest.skip("vagrant not installed (apt-get install vagrant)")
     r = run(["vagrant", "validate", "--ignore-provider"])
     assert r.returncode == 0, r.stdout + r.stderr

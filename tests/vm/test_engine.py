@@ -353,6 +353,7 @@ def test_starlink_seed_rate_and_rtt(tmp_path, base_rtt):
     assert_link_rate(d, got, 10e6 * PAYLOAD, (3.5, 7.7))
 
 
+@pytest.mark.nightly
 def test_starlink_seed_loss(tmp_path):
     # 2 % loss on the data direction, measured end to end by UDP: ~47,000 datagrams of 64
     # bytes (6.6 Mbit/s on the wire, below tbf's 10) give a relative standard error near
@@ -534,6 +535,7 @@ def test_cellular_follows_trace(tmp_path, base_rtt):
     assert (statistics.median(errors) < 0.10 and errors[-1] < 0.25) or behind, errors
 
 
+@pytest.mark.nightly
 def test_leo_rtt_changes_at_reconfiguration(tmp_path, base_rtt):
     override = {"dynamics": {"period": "3s", "offset": "1.5s", "align": "start"},
                 "down": {"loss": 0}, "up": {"loss": 0}}
@@ -576,6 +578,7 @@ def test_leo_rate_and_rtt(tmp_path, no_hystart, base_rtt):
     assert_link_rate(d, got, rate, (4, 8.2))
 
 
+@pytest.mark.nightly
 def test_leo_loss(tmp_path):
     # 1 % on the data direction: 90,000 datagrams of 64 bytes give a relative standard error
     # near 3 %, so 10 % is about 3 sigma.  The link's loss is counted where it happens, by the
@@ -664,6 +667,7 @@ def test_clean_after_a_killed_run(tmp_path):
     assert again.returncode == 0 and "nothing left" in again.stdout
 
 
+@pytest.mark.nightly
 def test_one_host_flows_with_different_ccas(tmp_path):
     """Three flows from one sender host, each with its own congestion control (iperf3 -C); the
     host's default is the first flow's, which iperf3's control connections also use: the
@@ -706,6 +710,7 @@ def test_tracing_does_not_rewrite_the_schedulers_code(tmp_path):
         assert f.read().strip() == "0"
 
 
+@pytest.mark.nightly
 def test_a_kept_network_gives_each_run_its_own_settings(tmp_path):
     """Runs inside runner.keep_network() share a network when its shape allows: the second
     run takes the first's node shells, with its own qdiscs (the first run's loss gone, the
@@ -859,6 +864,7 @@ duration = "{d2}"
 """
 
 
+@pytest.mark.nightly
 def test_sweep_and_quick_with_two_pairs(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(KIT_DIR))
     cmd = [sys.executable, "-m", "cclab", "run"]

@@ -192,6 +192,7 @@ def pairs_of(ch, direction, outage=0.04):
     return out
 
 
+@pytest.mark.nightly
 def test_link_changes_keep_counters_and_queue(leo):
     d, man, snaps, ch = leo
     down = snaps["down"]
@@ -245,6 +246,7 @@ def test_link_changes_keep_counters_and_queue(leo):
     assert checked >= 2, "too few samples around the changes"
 
 
+@pytest.mark.nightly
 def test_link_changes_keep_other_netem_fields(leo):
     d, man, snaps, ch = leo
     prof = profile_of("leo", LEO_OVERRIDE)
@@ -276,6 +278,7 @@ def test_link_changes_keep_other_netem_fields(leo):
     assert checked >= 4, checked
 
 
+@pytest.mark.nightly
 def test_leo_rate_redrawn_at_each_reconfiguration(leo):
     d, man, snaps, ch = leo
     pairs = pairs_of(ch, "down")
@@ -313,6 +316,7 @@ def arrivals(x):
     return x.packets + x.drops + x.backlog_packets
 
 
+@pytest.mark.nightly
 def test_leo_handover_loss_burst(leo):
     """Up: the probe (1,250 datagrams/s) loses 1 % at random, and all of it during each 40 ms
     handover outage: netem's drop counter jumps there and only there."""
@@ -646,6 +650,7 @@ def test_capture_holds_the_flow(asym):
     assert other.stream.nunique() <= 2 and other.len.sum() < 10_000, other.len.sum()
 
 
+@pytest.mark.nightly
 def test_tsharks_shortcuts_change_no_field_of_a_lossy_capture(tmp_path):
     # tshark.command decodes TCP payloads as plain data and time_sequence turns two TCP analyses
     # off (TSG_OPTIONS), to save tshark's time.  On lab 1's capture of a Cubic flow's losses,
@@ -717,6 +722,7 @@ def check_common(d, table, flow, port):
     return t_start, t_end
 
 
+@pytest.mark.nightly
 def test_spline_event_table(events):
     d, man = events
     sp = results.load(d, "spline")
@@ -737,6 +743,7 @@ def test_spline_event_table(events):
     assert sp.fairness.between(0, 16).all()
 
 
+@pytest.mark.nightly
 def test_search_event_table(events):
     d, man = events
     se = results.load(d, "search")
@@ -809,6 +816,7 @@ def drop_udp_at_c1(nodes):
           "flower", "ip_proto", "udp", "action", "drop")
 
 
+@pytest.mark.nightly
 def test_a_udp_flow_that_never_started_is_named(tmp_path):
     spec = tmp_path / "stall.toml"
     spec.write_text('name = "stall"\nprofile = "wired"\n'
