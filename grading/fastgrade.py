@@ -19,7 +19,7 @@ the names the tests read, and only the names cross over), and the autograder fol
 by the grading user only.
 
 The grading process (trusted: it executes no student code; as root, grade.py runs it as a uid of
-its own, GRADER_UIDS, that alone with the parent may read the tests)
+its own, GRADER_UIDS, whose group alone with the parent may read the tests)
   * works in its own folder: the submission's `submission/` files copied before the student
     process started, and the autograder's support files (labkit.py, ...), nothing else,
   * loads the test files only now, decodes the answers strictly as data (an unknown form, or a
@@ -292,11 +292,11 @@ def student_env(work: Path) -> dict:
 JOB_UIDS = 2_100_000_000
 
 # Each submission's grading process runs as a uid of its own too, from GRADER_UIDS on, in a group
-# of no account (GRADER_GID) that alone may read the autograder's tests: it decodes and tests
+# of no account that alone may read the autograder's tests (grader_gid: one per run, so the
+# grading processes of two runs at once cannot read each other's tests): it decodes and tests
 # what a student sent, so a flaw in that code gives a submission that uid, not root's.  The
 # student processes (the sandbox user's group) can read neither the tests nor its folder.
 GRADER_UIDS = 2_200_000_000
-GRADER_GID = GRADER_UIDS - 1
 
 # A grading run takes a block of UID_BLOCK uids in each range (job n of the run: JOB_UIDS +
 # base + n, GRADER_UIDS + base + n), chosen at random among the UID_BLOCKS blocks no other run
@@ -368,6 +368,62 @@ def killer_uid(uid_base: int) -> int:
     return JOB_UIDS + uid_base + UID_BLOCK - 1
 
 
+def grader_gid(uid_base: int) -> int:
+    """The run's group of no account: its grading processes' only group, the one (besides
+    root) that may read its autograder's tests."""
+    return GRADER_UIDS + uid_base + UID_BLOCK - 1
+
+
+def block_of(uid: int) -> int | None:
+    """The block (claim_uids) a job's uid belongs to, or None for a uid of no block."""
+    for first in (JOB_UIDS, GRADER_UIDS):
+        if first <= uid < first + UID_BLOCKS * UID_BLOCK:
+            return (uid - first) // UID_BLOCK
+    return None
+
+
+def sweep_stale(locks: Path = UID_LOCKS, mine: int | None = None) -> list[int]:
+    """Kill what runs as a uid of a block no live run holds: the jobs of a grade.py that was
+    killed outright (SIGKILL, or the machine's OOM killer) before it could end them.  Each such
+    block is locked while it is swept, so a run that claims it meanwhile finds nothing left;
+    `mine`, the block the caller holds, is swept without its lock (what runs as its uids before
+    its first job is a dead run's too).  Returns the uids killed."""
+    import fcntl
+    found: dict[int, set[int]] = {}
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            st = _proc_status(pid)
+            try:
+                uid = int(st.get("Uid", "").split("\t")[0])
+            except ValueError:
+                continue
+            b = block_of(uid)
+            if b is not None and not st.get("State", "").startswith("Z"):
+                found.setdefault(b, set()).add(uid)
+    killed = []
+    for b, uids in sorted(found.items()):
+        fd = None
+        if b != mine:
+            try:
+                fd = os.open(locks / f"block-{b}", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            except OSError:
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:     # a live run's: its own clean-up will do
+                os.close(fd)
+                continue
+        try:
+            for uid in sorted(uids):
+                kill_all_of(uid, killer_uid(b * UID_BLOCK))
+                killed.append(uid)
+            remove_files_of(set(uids))
+        finally:
+            if fd is not None:
+                os.close(fd)
+    return killed
+
+
 def kill_all_of(uid: int, killer: int, tries: int = 5) -> None:
     """SIGKILL every process of `uid`, again while any is left (one forked while the signals
     went out).  A helper with `uid` as its effective uid, `killer` as its real and saved ones,
@@ -378,7 +434,7 @@ def kill_all_of(uid: int, killer: int, tries: int = 5) -> None:
         if pid == 0:
             try:
                 os.setgroups([])
-                os.setresgid(GRADER_GID, GRADER_GID, GRADER_GID)
+                os.setresgid(killer, killer, killer)    # a group of no account, too
                 os.setresuid(killer, uid, killer)
                 os.kill(-1, signal.SIGKILL)     # every process of uid, not the caller itself
             except BaseException:       # noqa: BLE001 -- ESRCH: nothing left
@@ -389,27 +445,39 @@ def kill_all_of(uid: int, killer: int, tries: int = 5) -> None:
             return
 
 
-def remove_files_of(uids, places=("/tmp", "/var/tmp", "/dev/shm", "/run/lock")) -> list[str]:
-    """Remove what the uids (a run's, every process of them gone) left at the top of the
-    world-writable folders; returns the paths removed."""
+def remove_files_of(uids, places=("/tmp", "/var/tmp", "/dev/shm", "/run/lock"),
+                    depth: int = 4) -> list[str]:
+    """Remove what the uids (a run's, every process of them gone) left in the world-writable
+    folders: at their top, and in the world-writable folders of others within them (down to
+    `depth` levels: /tmp/.X11-unix, a course's shared /tmp/scratch).  Returns the paths
+    removed."""
     import shutil
+    import stat
     gone = []
-    for d in places:
+
+    def sweep(d: str, level: int) -> None:
         try:
             entries = list(os.scandir(d))
         except OSError:
-            continue
+            return
         for e in entries:
             try:
-                if e.stat(follow_symlinks=False).st_uid not in uids:
+                st = e.stat(follow_symlinks=False)
+                if st.st_uid not in uids:
+                    if (stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_IWOTH
+                            and level < depth):
+                        sweep(e.path, level + 1)
                     continue
-                if e.is_dir(follow_symlinks=False):
+                if stat.S_ISDIR(st.st_mode):
                     shutil.rmtree(e.path)
                 else:
                     os.unlink(e.path)
                 gone.append(e.path)
             except OSError:
                 pass
+
+    for d in places:
+        sweep(d, 1)
     return gone
 
 
@@ -986,7 +1054,7 @@ def run_all(jobs: list[tuple], tests_dir: Path, parallel: int, timeout: float,
     is called just before the job starts, with the (uid, gid) its files are to belong to (None:
     no other user), and may raise NotGradable.  `user`: (uid, gid) of the sandbox user, whose
     group each job's student process takes, with a uid of its own (JOB_UIDS); with own_uids,
-    each job's grading process takes a uid of its own too (GRADER_UIDS, group GRADER_GID: the
+    each job's grading process takes a uid of its own too (GRADER_UIDS, group grader_gid: the
     caller makes the tests readable by that group and the folders above the grading process's
     passable), and its folder is given to that uid.  `uid_base`: the run's block of uids
     (claim_uids).  `engine`: the folder the student's interpreter runs this file from (this
@@ -1076,7 +1144,7 @@ def run_all(jobs: list[tuple], tests_dir: Path, parallel: int, timeout: float,
                 own = user is not None and own_uids
                 student_uid, grader_uid = job_uids(uid_base, started)
                 job_user = (student_uid, user[1]) if own else user
-                grader = (grader_uid, GRADER_GID) if own else None
+                grader = (grader_uid, grader_gid(uid_base)) if own else None
                 started += 1
                 if prep and prep[0] is not None:
                     try:

@@ -429,6 +429,11 @@ def grade_fast(entries: list[Path], autograder: Path, jobs: int, timeout: float,
         if who is not None:
             try:
                 base, lock = fastgrade.claim_uids()
+                swept = fastgrade.sweep_stale(mine=base // fastgrade.UID_BLOCK)
+                if swept:
+                    print(f"grade: killed what {len(swept)} grading uid(s) of an earlier run had "
+                          "left running (that grade.py was killed before it ended its jobs)",
+                          file=sys.stderr)
             except RuntimeError as ex:
                 raise SystemExit(f"grade: {ex}") from None
             except OSError as ex:       # no /run to lock in: a block at random, unlocked
@@ -446,10 +451,10 @@ def grade_fast(entries: list[Path], autograder: Path, jobs: int, timeout: float,
                 "submission needs a uid of its own; grade where it has one, or give --user '' "
                 "to grade unsandboxed as yourself")
         # the tests are read before the children run: no submission can read them, and with
-        # uids of their own the grading processes read them through their group (GRADER_GID)
+        # uids of their own the grading processes read them through the run's group (grader_gid)
         for p in [ag, *ag.rglob("*")]:
             if own:
-                os.lchown(p, 0, fastgrade.GRADER_GID)
+                os.lchown(p, 0, fastgrade.grader_gid(base))
                 os.chmod(p, 0o750 if p.is_dir() else 0o640)
             else:
                 os.chmod(p, 0o700 if p.is_dir() else 0o600)

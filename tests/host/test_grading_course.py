@@ -520,11 +520,14 @@ def test_each_submission_runs_as_its_own_uid_and_leaves_nothing_running(dist, tm
 
 
 # An instructor's test, added to lab 1's autograder: it runs in the grading process, and passes
-# only where that process is a uid of its own (fastgrade.GRADER_UIDS), in the tests' group and no
-# other, working in its own copy of the results.
+# only where that process is a uid of its own (fastgrade.GRADER_UIDS), in its run's group
+# (fastgrade.grader_gid, which the tests belong to) and no other, working in its own copy of the
+# results.
 WHO_CASE = (">>> import os\n"
             f">>> assert os.getuid() >= {fastgrade.GRADER_UIDS}, os.getuid()\n"
-            f">>> assert os.getgid() == {fastgrade.GRADER_GID} and os.getgroups() == [], os.getgid()\n"
+            f">>> _block = (os.getuid() - {fastgrade.GRADER_UIDS}) // {fastgrade.UID_BLOCK}\n"
+            f">>> assert os.getgid() == {fastgrade.GRADER_UIDS} + (_block + 1) * {fastgrade.UID_BLOCK} - 1, os.getgid()\n"
+            ">>> assert os.getgroups() == [], os.getgroups()\n"
             ">>> assert os.path.isdir('submission/lab1') and os.stat('.').st_uid == os.getuid()\n")
 WHO_TEST = ("OK_FORMAT = True\n\ntest = " + repr({
     "name": "qwho", "points": 1,
@@ -647,6 +650,138 @@ def test_each_run_takes_a_block_of_uids_no_other_run_holds(tmp_path):
         fastgrade.claim_uids(tmp_path / "locks")
     for fd in taken + [lock]:
         os.close(fd)
+
+
+def _as_uid(uid: int) -> int:
+    """A child process that runs as uid (group nobody) until killed; its pid once it has that uid."""
+    import time
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setgroups([])
+            os.setgid(65534)
+            os.setuid(uid)
+            while True:
+                time.sleep(1)
+        finally:
+            os._exit(1)
+    deadline = time.monotonic() + 10
+    while (fastgrade._proc_status(str(pid)).get("Uid", "").split("\t")[:1] != [str(uid)]
+           and time.monotonic() < deadline):
+        time.sleep(0.01)
+    return pid
+
+
+def test_what_a_killed_run_left_running_is_killed_by_the_next(tmp_path):
+    """A grade.py killed outright leaves its jobs' processes and files; the next run's sweep
+    (fastgrade.sweep_stale) kills the processes of every block no live run holds, and removes
+    their files, nested ones too, and leaves a live run's block alone."""
+    if os.geteuid() != 0:
+        pytest.skip("the grading uids are root's to give")
+    import signal
+    import tempfile
+    locks = tmp_path / "locks"
+    dead, dead_lock = fastgrade.claim_uids(locks)
+    live, live_lock = fastgrade.claim_uids(locks)
+    os.close(dead_lock)                 # the killed run's lock went with it
+    stale_uid = fastgrade.job_uids(dead, 3)[0]
+    live_uid = fastgrade.job_uids(live, 0)[1]
+    shared = Path(tempfile.mkdtemp(prefix="cclab-sweep-", dir="/tmp"))
+    os.chmod(shared, 0o1777)            # a folder everyone may write in, not the job's
+    left = shared / "left-behind"
+    left.write_text("x")
+    os.chown(left, stale_uid, 65534)
+    pids = []
+    try:
+        pids = [_as_uid(stale_uid), _as_uid(live_uid)]
+        killed = fastgrade.sweep_stale(locks)
+        assert killed == [stale_uid], killed
+        assert os.waitpid(pids[0], 0)[1] == signal.SIGKILL
+        assert fastgrade.live_processes_of(live_uid) == [pids[1]]
+        # the block a run holds is its own to sweep: what runs there is a dead run's too
+        assert fastgrade.sweep_stale(locks, mine=live // fastgrade.UID_BLOCK) == [live_uid]
+        assert os.waitpid(pids[1], 0)[1] == signal.SIGKILL
+        assert not left.exists(), "the killed run's file in a shared folder outlived the sweep"
+    finally:
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+            except (ProcessLookupError, ChildProcessError):
+                pass
+        os.close(live_lock)
+        shutil.rmtree(shared, ignore_errors=True)
+
+
+def test_grade_py_kills_what_a_run_killed_outright_left(dist, tmp_path):
+    """As an instructor meets it: a grade.py killed with SIGKILL left a job's process running
+    (here, one with a uid of a block no run holds); the next grade.py says so in one line and
+    kills it, and grades as usual."""
+    if os.geteuid() != 0:
+        pytest.skip("the grading uids are root's to give")
+    assert GRADER_PYTHON.is_file(), f"no {GRADER_PYTHON}: make grader-venv"
+    import signal
+    base, lock = fastgrade.claim_uids()
+    os.close(lock)                      # the killed run's lock went with it
+    pid = _as_uid(fastgrade.job_uids(base, 0)[0])
+    try:
+        subs = tmp_path / "subs"
+        fixtures.lab1_submission(subs / "alice", dist["master"], real=1)
+        out = tmp_path / "graded"
+        r = subprocess.run([str(GRADER_PYTHON), str(KIT / "grading" / "grade.py"), str(subs),
+                            "--autograder", str(dist["zip"]), "--out", str(out), "--timeout",
+                            "120"], capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, r.stderr[-2000:]
+        assert "killed what 1 grading uid(s) of an earlier run had left running" in r.stderr, r.stderr
+        assert os.waitpid(pid, 0)[1] == signal.SIGKILL
+        assert float(rows(out)["alice"]["score"]) == FULL
+    finally:
+        try:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass
+
+
+def test_nested_leftovers_go_and_others_files_stay(tmp_path):
+    """remove_files_of: a job's files at the top of a world-writable folder and in the
+    world-writable folders of others within it go, down to `depth` levels; others' files, and
+    folders that are not world-writable, are left as they are."""
+    if os.geteuid() != 0:
+        pytest.skip("the files belong to a grading uid: root's to give")
+    job, nobody = fastgrade.JOB_UIDS + 5, 65534
+    top = tmp_path / "tmp"
+    c = top / "a" / "b" / "c"
+    c.mkdir(parents=True)
+    (top / "private").mkdir(mode=0o755)
+    for d in (top / "a", top / "a" / "b", c, top / "private"):
+        os.chown(d, nobody, nobody)
+    for d in (top, top / "a", top / "a" / "b", c):
+        os.chmod(d, 0o1777)
+    def put(path, uid):
+        path.write_text("x")
+        os.chown(path, uid, nobody)
+        return path
+    go = [put(top / "f", job), put(top / "a" / "g", job), put(top / "a" / "b" / "h", job)]
+    stay = [put(c / "too-deep", job), put(top / "a" / "b" / "theirs", nobody),
+            put(top / "private" / "i", job)]
+    gone = fastgrade.remove_files_of({job}, places=(str(top),), depth=3)
+    assert sorted(gone) == sorted(map(str, go)), gone
+    assert all(p.exists() for p in stay) and not any(p.exists() for p in go)
+
+
+def test_two_runs_grading_processes_have_groups_of_their_own(tmp_path):
+    a, la = fastgrade.claim_uids(tmp_path / "locks")
+    b, lb = fastgrade.claim_uids(tmp_path / "locks")
+    try:
+        assert fastgrade.grader_gid(a) != fastgrade.grader_gid(b)
+        for base in (a, b):
+            g = fastgrade.grader_gid(base)
+            assert fastgrade.block_of(g) == base // fastgrade.UID_BLOCK
+            assert g not in {fastgrade.job_uids(base, n)[1] for n in range(fastgrade.UID_BLOCK - 1)}
+    finally:
+        os.close(la)
+        os.close(lb)
 
 
 def test_a_jobs_process_cannot_stop_the_helper_that_kills_it(tmp_path):
