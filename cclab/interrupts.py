@@ -70,6 +70,8 @@ def _install(old: dict) -> None:
     is back."""
     caught = None
     for s, h in old.items():
+        if h is None:                       # a handler not set from Python: ours stays
+            continue
         for _ in range(3):
             try:
                 signal.signal(s, h)
