@@ -1117,9 +1117,12 @@ def run_all(jobs: list[tuple], tests_dir: Path, parallel: int, timeout: float,
                 os.killpg(pid, signal.SIGKILL)  # anything either left behind
             except (ProcessLookupError, PermissionError):
                 pass
-        for who in (job["user"], job["grader"]):
-            if who is not None and who[0] >= JOB_UIDS:      # and what left the session: the job's
-                kill_all_of(who[0], killer_uid(uid_base))   # own uids
+        own = {who[0] for who in (job["user"], job["grader"])
+               if who is not None and who[0] >= JOB_UIDS}
+        for uid in sorted(own):             # and what left the session: the job's own uids
+            kill_all_of(uid, killer_uid(uid_base))
+        if own:     # what it left in /tmp, /dev/shm...: the disk and memory back for the next job
+            remove_files_of(own)
         for key in ("a", "b"):
             try:
                 st = os.waitpid(job[key], 0)[1]     # reaped now, after the killpg above

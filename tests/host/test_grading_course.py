@@ -579,29 +579,35 @@ def test_the_grading_process_runs_as_a_uid_of_its_own_and_only_it_reads_the_test
 # it and reports the ids it ran with.
 PLANT = """
 import ctypes as _ct, os as _os, shutil as _sh
-_sh.copy("/usr/bin/id", "{path}")
-_os.chmod("{path}", 0o4755)
+for _p in ("{path}", "{deep}"):
+    _sh.copy("/usr/bin/id", _p)
+    _os.chmod(_p, 0o4755)
 _seg = _ct.CDLL(None).shmget({key}, 1 << 20, 0o1600)     # IPC_CREAT | 0600, never removed
 raise RuntimeError(f"PLANTED u{{_os.getuid()}} s{{_seg}}")
 """
 USE = """
 import os as _os, subprocess as _sp
-_r = _sp.run(["{path}"], capture_output=True, text=True)
-raise RuntimeError(f"RAN u{{_os.getuid()}} [{{_r.stdout.strip()}}]")
+_r = _sp.run(["{deep}"], capture_output=True, text=True)
+raise RuntimeError(f"RAN u{{_os.getuid()}} TOP {{_os.path.exists('{path}')}} [{{_r.stdout.strip()}}]")
 """
 
 
 def test_a_file_one_job_leaves_gives_the_next_no_uid_and_is_removed(dist, tmp_path):
-    """As an instructor runs it: a set-user-ID file that one submission leaves in /tmp runs, for
-    the next, as the next's own uid (no process of a job gains a privilege), and the grader
-    removes what the run's uids left in /tmp; a shared memory segment it leaves dies with it
-    (its own IPC namespace)."""
+    """As an instructor runs it: what a job leaves at the top of /tmp is gone when the next job
+    starts; a set-user-ID file it leaves deeper than the grader looks (in world-writable folders
+    nested four deep) runs, for the next, as the next's own uid (no process of a job gains a
+    privilege); a shared memory segment it leaves dies with it (its own IPC namespace)."""
     if os.geteuid() != 0:
         pytest.skip("the grading uids are root's to give")
     if os.statvfs("/tmp").f_flag & os.ST_NOSUID:
         pytest.skip("/tmp is nosuid here: a set-user-ID file there gives nothing anyway")
     assert GRADER_PYTHON.is_file(), f"no {GRADER_PYTHON}: make grader-venv"
     path = f"/tmp/cclab-plant-{os.getpid()}"
+    nest = Path(f"/tmp/cclab-plant-dir-{os.getpid()}")
+    (nest / "1" / "2" / "3").mkdir(parents=True)
+    for d in (nest, nest / "1", nest / "1" / "2", nest / "1" / "2" / "3"):
+        os.chmod(d, 0o1777)
+    deep = str(nest / "1" / "2" / "3" / "id")
     key = 0x5C1AB000 + os.getpid() % 4096
 
     def segments() -> list[int]:
@@ -610,7 +616,7 @@ def test_a_file_one_job_leaves_gives_the_next_no_uid_and_is_removed(dist, tmp_pa
     subs = tmp_path / "subs"
     for who, cell in (("a_plant", PLANT), ("b_use", USE)):
         nb = nbformat.read(dist["master"], as_version=4)
-        nb.cells.append(nbformat.v4.new_code_cell(cell.format(path=path, key=key)))
+        nb.cells.append(nbformat.v4.new_code_cell(cell.format(path=path, deep=deep, key=key)))
         fixtures.lab1_submission(subs / who, dist["master"], real=1 if who == "a_plant" else 2)
         nbformat.write(nb, subs / who / "lab1.ipynb")
     out = tmp_path / "graded"
@@ -623,13 +629,15 @@ def test_a_file_one_job_leaves_gives_the_next_no_uid_and_is_removed(dist, tmp_pa
         used = (out / "feedback" / "b_use.txt").read_text()
         assert re.search(r"PLANTED u\d+ s\d+", planted), planted      # the segment was made
         assert key not in segments(), "the notebook's shared memory segment outlived it"
-        m = re.search(r"RAN u(\d+) \[uid=(\d+)\S* gid=\d+\S*(?: euid=(\d+))?", used)
+        m = re.search(r"RAN u(\d+) TOP (\w+) \[uid=(\d+)\S* gid=\d+\S*(?: euid=(\d+))?", used)
         assert m, used
-        assert m.group(1) == m.group(2) and m.group(3) is None, used      # its own uid only
+        assert m.group(1) == m.group(3) and m.group(4) is None, used      # its own uid only
+        assert m.group(2) == "False", used      # the top one went when the first job ended
         assert not os.path.lexists(path), "the planted file outlived the run"
     finally:
         if os.path.lexists(path):
             os.unlink(path)
+        shutil.rmtree(nest, ignore_errors=True)
 
 
 def test_each_run_takes_a_block_of_uids_no_other_run_holds(tmp_path):
