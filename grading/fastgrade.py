@@ -308,21 +308,28 @@ UID_LOCKS = Path("/run/cclab-grade")
 PR_SET_NO_NEW_PRIVS = 38
 
 
+def _lock_block(locks: Path, b: int) -> int | None:
+    """A descriptor holding block b's lock, or None while another run holds it."""
+    import fcntl
+    fd = os.open(locks / f"block-{b}", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
 def claim_uids(locks: Path = UID_LOCKS) -> tuple[int, int]:
     """(base, lock): a block of uids no other run holds, until `lock` (a descriptor) is closed."""
-    import fcntl
     import random
     locks.mkdir(mode=0o700, parents=True, exist_ok=True)
     order = list(range(UID_BLOCKS))
     random.SystemRandom().shuffle(order)
     for b in order:
-        fd = os.open(locks / f"block-{b}", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            continue
-        return b * UID_BLOCK, fd
+        fd = _lock_block(locks, b)
+        if fd is not None:
+            return b * UID_BLOCK, fd
     raise RuntimeError(f"every block of grading uids in {locks} is held by another run")
 
 
@@ -388,7 +395,6 @@ def sweep_stale(locks: Path = UID_LOCKS, mine: int | None = None) -> list[int]:
     block is locked while it is swept, so a run that claims it meanwhile finds nothing left;
     `mine`, the block the caller holds, is swept without its lock (what runs as its uids before
     its first job is a dead run's too).  Returns the uids killed."""
-    import fcntl
     found: dict[int, set[int]] = {}
     for pid in os.listdir("/proc"):
         if pid.isdigit():
@@ -405,13 +411,10 @@ def sweep_stale(locks: Path = UID_LOCKS, mine: int | None = None) -> list[int]:
         fd = None
         if b != mine:
             try:
-                fd = os.open(locks / f"block-{b}", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+                fd = _lock_block(locks, b)
             except OSError:
                 continue
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:     # a live run's: its own clean-up will do
-                os.close(fd)
+            if fd is None:              # a live run's: its own clean-up will do
                 continue
         try:
             for uid in sorted(uids):

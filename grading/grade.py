@@ -429,11 +429,6 @@ def grade_fast(entries: list[Path], autograder: Path, jobs: int, timeout: float,
         if who is not None:
             try:
                 base, lock = fastgrade.claim_uids()
-                swept = fastgrade.sweep_stale(mine=base // fastgrade.UID_BLOCK)
-                if swept:
-                    print(f"grade: killed what {len(swept)} grading uid(s) of an earlier run had "
-                          "left running (that grade.py was killed before it ended its jobs)",
-                          file=sys.stderr)
             except RuntimeError as ex:
                 raise SystemExit(f"grade: {ex}") from None
             except OSError as ex:       # no /run to lock in: a block at random, unlocked
